@@ -1,0 +1,37 @@
+"""The paper's building blocks, one concept a module."""
+
+from .attention import AttentionLayer, AttentionSource
+from .causal_convolution import CausalConvolution
+from .conv_block import (
+    ConvLayerSpec,
+    add_residual,
+    gated_linear_unit,
+    plan_conv_stack,
+    residual_projection,
+    same_length_padding,
+    select_residual,
+)
+from .embeddings import LearnedPositionalEmbedding, TokenEmbedding, make_positions, positional_embedding_or_none
+from .gradient_scaling import encoder_gradient_scale, scale_gradient
+from .weight_norm import WeightNormConvTBC, WeightNormLinear
+
+__all__ = [
+    "AttentionLayer",
+    "AttentionSource",
+    "CausalConvolution",
+    "ConvLayerSpec",
+    "LearnedPositionalEmbedding",
+    "TokenEmbedding",
+    "WeightNormConvTBC",
+    "WeightNormLinear",
+    "add_residual",
+    "encoder_gradient_scale",
+    "gated_linear_unit",
+    "make_positions",
+    "plan_conv_stack",
+    "positional_embedding_or_none",
+    "residual_projection",
+    "same_length_padding",
+    "scale_gradient",
+    "select_residual",
+]

@@ -1,0 +1,79 @@
+"""Multi-step attention (Gehring et al. 2017, §3.3).
+
+Every decoder layer l with attention combines its state h_i with the embedding g_i of
+the previous target element into a query d_i = (W h_i + b + g_i) · √0.5, attends over
+the encoder outputs z_j (the keys), and reads the values z_j + e_j:
+
+    a_ij = softmax_j(d_i · z_j),    c_i = Σ_j a_ij (z_j + e_j)
+
+c_i is scaled by s·√(1/s), s the (unpadded) source length, to undo the change of
+variance of a weighted sum of s vectors (§3.4), projected back to the layer width
+and added to h_i: (W c_i + h_i) · √0.5.
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+
+from .conv_block import SQRT_HALF
+from .weight_norm import WeightNormLinear
+
+
+@dataclass
+class AttentionSource:
+    """Encoder outputs laid out for attention, prepared once per source sentence."""
+
+    keys: Tensor  # z, batch x embed x src_len
+    values: Tensor  # (z + e) · √0.5, batch x src_len x embed
+    padding_mask: Optional[Tensor]  # batch x src_len, True at padding
+    length_scale: Union[float, Tensor]  # s · √(1/s), a float or batch x 1 x 1
+
+    @classmethod
+    def from_encoder(cls, encoder_out: Tuple[Tensor, Tensor], padding_mask: Optional[Tensor]) -> "AttentionSource":
+        keys, values = encoder_out
+        return cls(
+            keys=keys.transpose(1, 2).contiguous(),
+            values=values,
+            padding_mask=padding_mask,
+            length_scale=_length_scale(values, padding_mask),
+        )
+
+    def index_select(self, order: Tensor) -> "AttentionSource":
+        return AttentionSource(
+            keys=self.keys.index_select(0, order),
+            values=self.values.index_select(0, order),
+            padding_mask=None if self.padding_mask is None else self.padding_mask.index_select(0, order),
+            length_scale=self.length_scale
+            if isinstance(self.length_scale, float)
+            else self.length_scale.index_select(0, order),
+        )
+
+
+def _length_scale(values: Tensor, padding_mask: Optional[Tensor]) -> Union[float, Tensor]:
+    if padding_mask is None:
+        length = values.size(1)
+        return length * math.sqrt(1.0 / length)
+    lengths = (values.size(1) - padding_mask.type_as(values).sum(dim=1)).view(-1, 1, 1)
+    return lengths * lengths.rsqrt()
+
+
+class AttentionLayer(nn.Module):
+    """The attention of one decoder layer; named and shaped like fairseq's."""
+
+    def __init__(self, conv_channels: int, embed_dim: int):
+        super().__init__()
+        self.in_projection = WeightNormLinear(conv_channels, embed_dim)
+        self.out_projection = WeightNormLinear(embed_dim, conv_channels)
+
+    def forward(self, h: Tensor, target_embedding: Tensor, source: AttentionSource) -> Tuple[Tensor, Tensor]:
+        """``h``: batch x tgt_len x channels. Returns the new state and a (b x tgt x src)."""
+        query = (self.in_projection(h) + target_embedding) * SQRT_HALF
+        scores = torch.bmm(query, source.keys)
+        if source.padding_mask is not None:
+            scores = scores.masked_fill(source.padding_mask.unsqueeze(1), float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        context = torch.bmm(weights, source.values) * source.length_scale
+        return (self.out_projection(context) + h) * SQRT_HALF, weights

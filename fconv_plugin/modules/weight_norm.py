@@ -1,0 +1,102 @@
+"""Weight-normalised layers (Gehring et al. 2017, §3.5; Salimans & Kingma 2016).
+
+Every layer but the embeddings is weight normalised: ``w = g · v / ‖v‖``, the norm
+taken over all dimensions but ``norm_dim``. Parameters are named ``weight_g`` and
+``weight_v`` with the shapes fairseq's fconv checkpoints use.
+
+In inference (gradients off) the normalised weight, and anything derived from it,
+is computed once and reused until a parameter changes.
+"""
+
+from typing import Callable, Dict, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .initialization import std_for_glu_input, std_for_linear
+
+
+def norm_except_dim(v: Tensor, dim: int) -> Tensor:
+    """L2 norm of ``v`` over every dimension but ``dim``, keeping dimensions."""
+    other_dims = [d for d in range(v.dim()) if d != dim]
+    return torch.linalg.vector_norm(v, dim=other_dims, keepdim=True)
+
+
+class WeightNormalized(nn.Module):
+    """Holds ``weight_g``/``weight_v`` and derives ``w = g · v / ‖v‖`` from them."""
+
+    def _init_weight_norm(self, weight: Tensor, norm_dim: int) -> None:
+        self.norm_dim = norm_dim
+        self.weight_g = nn.Parameter(norm_except_dim(weight, norm_dim))
+        self.weight_v = nn.Parameter(weight)
+        self._inference_cache: Dict[str, Tuple[tuple, Tensor]] = {}
+
+    def normalized_weight(self) -> Tensor:
+        return self.inference_cached("weight", self._compute_weight)
+
+    def _compute_weight(self) -> Tensor:
+        v, g = self.weight_v, self.weight_g
+        return v * (g / norm_except_dim(v, self.norm_dim))
+
+    def inference_cached(self, name: str, compute: Callable[[], Tensor]) -> Tensor:
+        """``compute()``, reused while no gradient is recorded and no parameter changed."""
+        if torch.is_grad_enabled():
+            return compute()
+        key = tuple(
+            (p.data_ptr(), p._version, p.dtype) for p in (self.weight_v, self.weight_g)
+        )
+        cached = self._inference_cache.get(name)
+        if cached is None or cached[0] != key:
+            cached = (key, compute())
+            self._inference_cache[name] = cached
+        return cached[1]
+
+    def _apply(self, fn, *args, **kwargs):
+        self._inference_cache = {}
+        return super()._apply(fn, *args, **kwargs)
+
+
+class WeightNormLinear(WeightNormalized):
+    """Linear layer ``y = x wᵀ + b`` with weight normalisation over rows (norm_dim 0)."""
+
+    def __init__(self, in_features: int, out_features: int, dropout: float = 0.0):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        weight = torch.empty(out_features, in_features)
+        nn.init.normal_(weight, mean=0.0, std=std_for_linear(in_features, dropout))
+        self._init_weight_norm(weight, norm_dim=0)
+        self.bias = nn.Parameter(torch.zeros(out_features))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.normalized_weight(), self.bias)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_features}, {self.out_features}"
+
+
+class WeightNormConvTBC(WeightNormalized):
+    """1-D convolution over time x batch x channel input whose output feeds a GLU.
+
+    The weight has fairseq's ConvTBC layout ``(kernel, in, out)`` and is normalised
+    per output channel (norm_dim 2). Initialised for a GLU input (§3.5).
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dropout: float = 0.0):
+        super().__init__()
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = kernel_size
+        weight = torch.empty(kernel_size, in_channels, out_channels)
+        std = std_for_glu_input(kernel_size * in_channels, dropout)
+        nn.init.normal_(weight, mean=0.0, std=std)
+        self._init_weight_norm(weight, norm_dim=2)
+        self.bias = nn.Parameter(torch.zeros(out_channels))
+
+    def convolve(self, x: Tensor, padding: int = 0) -> Tensor:
+        """Convolve ``x`` (time x batch x channel), zero-padding both ends by ``padding``."""
+        return torch.conv_tbc(x.contiguous(), self.normalized_weight(), self.bias, padding)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}"
