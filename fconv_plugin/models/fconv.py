@@ -1,0 +1,332 @@
+"""ConvS2S encoder, decoder and model (Gehring et al. 2017, §3), as a fairseq model.
+
+The math lives in ``fconv_plugin.modules``; this file wires it into fairseq's model
+interface (options, building from a task, incremental decoding, checkpoints). Module
+and parameter names follow fairseq's built-in fconv so checkpoints load both ways.
+"""
+
+from typing import Dict, List, Optional
+
+import torch
+from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, FairseqIncrementalDecoder
+from fairseq.modules import FairseqDropout
+from torch import Tensor, nn
+
+from ..errors import FConvError
+from ..layer_spec import parse_attention, parse_conv_layers
+from ..modules import (
+    AttentionLayer,
+    AttentionSource,
+    CausalConvolution,
+    ConvLayerSpec,
+    TokenEmbedding,
+    WeightNormConvTBC,
+    WeightNormLinear,
+    add_residual,
+    encoder_gradient_scale,
+    gated_linear_unit,
+    plan_conv_stack,
+    positional_embedding_or_none,
+    residual_projection,
+    same_length_padding,
+    scale_gradient,
+    select_residual,
+)
+from ..modules.conv_block import SQRT_HALF
+from .architectures import base_architecture
+from .checkpoint_compat import check_dictionary_sizes, upgrade_decoder_weight_norm
+from .pretrained_embeddings import load_pretrained_embeddings
+
+
+class FConvModel(FairseqEncoderDecoderModel):
+    """Convolutional sequence to sequence model (Gehring et al. 2017)."""
+
+    def __init__(self, encoder: "FConvEncoder", decoder: "FConvDecoder"):
+        super().__init__(encoder, decoder)
+        self.encoder.num_attention_layers = decoder.num_attention_layers
+
+    @staticmethod
+    def add_args(parser):
+        """The options of fairseq's fconv, plus the position-embedding ablation switches."""
+        parser.add_argument("--dropout", type=float, metavar="D", help="dropout probability")
+        parser.add_argument("--encoder-embed-dim", type=int, metavar="N", help="encoder embedding dimension")
+        parser.add_argument("--encoder-embed-path", type=str, metavar="STR", help="path to pre-trained encoder embedding")
+        parser.add_argument("--encoder-layers", type=str, metavar="EXPR", help="encoder layers [(dim, kernel_size[, residual]), ...]")
+        parser.add_argument("--decoder-embed-dim", type=int, metavar="N", help="decoder embedding dimension")
+        parser.add_argument("--decoder-embed-path", type=str, metavar="STR", help="path to pre-trained decoder embedding")
+        parser.add_argument("--decoder-layers", type=str, metavar="EXPR", help="decoder layers [(dim, kernel_size[, residual]), ...]")
+        parser.add_argument("--decoder-out-embed-dim", type=int, metavar="N", help="decoder output embedding dimension")
+        parser.add_argument("--decoder-attention", type=str, metavar="EXPR", help="decoder attention: True, False or [True, False, ...] per layer")
+        parser.add_argument("--share-input-output-embed", action="store_true",
+                            help="share input and output embeddings (requires --decoder-out-embed-dim equal to --decoder-embed-dim)")
+        parser.add_argument("--no-encoder-positional-embeddings", action="store_true", help="no position embeddings in the encoder (ablation)")
+        parser.add_argument("--no-decoder-positional-embeddings", action="store_true", help="no position embeddings in the decoder (ablation)")
+
+    @classmethod
+    def build_model(cls, args, task):
+        base_architecture(args)
+        encoder_layers = parse_conv_layers(args.encoder_layers, "--encoder-layers")
+        decoder_layers = parse_conv_layers(args.decoder_layers, "--decoder-layers")
+        attention = parse_attention(args.decoder_attention, len(decoder_layers))
+        _check_dimensions(args)
+        encoder = FConvEncoder(
+            task.source_dictionary,
+            embed_dim=args.encoder_embed_dim,
+            convolutions=encoder_layers,
+            dropout=args.dropout,
+            max_positions=args.max_source_positions,
+            positional_embeddings=not args.no_encoder_positional_embeddings,
+        )
+        decoder = FConvDecoder(
+            task.target_dictionary,
+            embed_dim=args.decoder_embed_dim,
+            convolutions=decoder_layers,
+            out_embed_dim=args.decoder_out_embed_dim,
+            attention=attention,
+            dropout=args.dropout,
+            max_positions=args.max_target_positions,
+            share_embed=args.share_input_output_embed,
+            positional_embeddings=not args.no_decoder_positional_embeddings,
+        )
+        if args.encoder_embed_path:
+            load_pretrained_embeddings(encoder.embed_tokens, args.encoder_embed_path, task.source_dictionary, "--encoder-embed-path")
+        if args.decoder_embed_path:
+            load_pretrained_embeddings(decoder.embed_tokens, args.decoder_embed_path, task.target_dictionary, "--decoder-embed-path")
+        return cls(encoder, decoder)
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        check_dictionary_sizes(self, state_dict)
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+
+    def prepare_for_inference_(self, cfg):
+        """As fairseq's, but keep the attention when ``--replace-unk`` needs it (§4.4)."""
+        super().prepare_for_inference_(cfg)
+        generation = getattr(cfg, "generation", None)
+        if getattr(generation, "replace_unk", None) is not None:
+            self.decoder.need_attn = True
+
+
+def _check_dimensions(args) -> None:
+    for name in ("encoder_embed_dim", "decoder_embed_dim", "decoder_out_embed_dim"):
+        value = getattr(args, name)
+        if not isinstance(value, int) or value <= 0:
+            raise FConvError(f"--{name.replace('_', '-')} must be a positive whole number, got {value!r}")
+    if not 0.0 <= args.dropout < 1.0:
+        raise FConvError(f"--dropout must be in [0, 1), got {args.dropout}")
+    if args.share_input_output_embed and args.decoder_out_embed_dim != args.decoder_embed_dim:
+        raise FConvError(
+            "--share-input-output-embed needs --decoder-out-embed-dim equal to --decoder-embed-dim, "
+            f"got {args.decoder_out_embed_dim} and {args.decoder_embed_dim}; set both to the same value"
+        )
+
+
+class FConvEncoder(FairseqEncoder):
+    """Embeddings, a stack of GLU convolution blocks, and the attention inputs (§3.1-3.2)."""
+
+    def __init__(
+        self,
+        dictionary,
+        embed_dim: int = 512,
+        convolutions: List[ConvLayerSpec] = (ConvLayerSpec(512, 3),) * 20,
+        dropout: float = 0.1,
+        max_positions: int = 1024,
+        positional_embeddings: bool = True,
+    ):
+        super().__init__(dictionary)
+        self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.num_attention_layers = None
+        self.padding_idx = dictionary.pad()
+        self.embed_tokens = TokenEmbedding(len(dictionary), embed_dim, self.padding_idx)
+        self.embed_positions = positional_embedding_or_none(positional_embeddings, max_positions, embed_dim, self.padding_idx)
+
+        self.plans = plan_conv_stack(convolutions, convolutions[0].out_channels)
+        self.fc1 = WeightNormLinear(embed_dim, self.plans[0].in_channels, dropout=dropout)
+        self.projections = nn.ModuleList([residual_projection(plan) for plan in self.plans])
+        self.convolutions = nn.ModuleList(
+            [WeightNormConvTBC(p.in_channels, 2 * p.out_channels, p.kernel_size, dropout=dropout) for p in self.plans]
+        )
+        self.fc2 = WeightNormLinear(self.plans[-1].out_channels, embed_dim)
+
+    def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None, **unused) -> Dict[str, object]:
+        """Returns z and (z + e)·√0.5, both batch x src_len x embed_dim, and the padding mask."""
+        _check_length(src_tokens, self.padding_idx, self.max_positions(), "source", "--max-source-positions")
+        x = self.embed_tokens(src_tokens)
+        if self.embed_positions is not None:
+            x = x + self.embed_positions(src_tokens)
+        x = self.dropout_module(x)
+        input_embedding = x
+
+        x = self.fc1(x)
+        padding_mask = src_tokens.eq(self.padding_idx)
+        if not padding_mask.any():
+            padding_mask = None
+        x = x.transpose(0, 1)  # time x batch x channel for the convolutions
+        time_padding = None if padding_mask is None else padding_mask.t().unsqueeze(-1)
+
+        block_outputs = [x]
+        for plan, projection, conv in zip(self.plans, self.projections, self.convolutions):
+            residual = select_residual(block_outputs, plan, projection)
+            if time_padding is not None:
+                x = x.masked_fill(time_padding, 0)
+            x = self.dropout_module(x)
+            left, right = same_length_padding(plan.kernel_size)
+            if left == right:
+                x = conv.convolve(x, padding=left)
+            else:
+                x = conv.convolve(nn.functional.pad(x, (0, 0, 0, 0, left, right)))
+            x = add_residual(gated_linear_unit(x), residual)
+            block_outputs.append(x)
+
+        x = self.fc2(x.transpose(0, 1))
+        if padding_mask is not None:
+            x = x.masked_fill(padding_mask.unsqueeze(-1), 0)
+        x = scale_gradient(x, encoder_gradient_scale(self.num_attention_layers))
+        attention_values = (x + input_embedding) * SQRT_HALF
+        return {"encoder_out": (x, attention_values), "encoder_padding_mask": padding_mask}
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        keys, values = encoder_out["encoder_out"]
+        padding_mask = encoder_out["encoder_padding_mask"]
+        return {
+            "encoder_out": (keys.index_select(0, new_order), values.index_select(0, new_order)),
+            "encoder_padding_mask": None if padding_mask is None else padding_mask.index_select(0, new_order),
+        }
+
+    def max_positions(self):
+        return _longest_sentence(self.embed_positions)
+
+
+class FConvDecoder(FairseqIncrementalDecoder):
+    """Causal GLU convolution blocks with multi-step attention (§3.2-3.3)."""
+
+    def __init__(
+        self,
+        dictionary,
+        embed_dim: int = 512,
+        out_embed_dim: int = 256,
+        max_positions: int = 1024,
+        convolutions: List[ConvLayerSpec] = (ConvLayerSpec(512, 3),) * 20,
+        attention: List[bool] = None,
+        dropout: float = 0.1,
+        share_embed: bool = False,
+        positional_embeddings: bool = True,
+    ):
+        super().__init__(dictionary)
+        self.register_buffer("version", torch.Tensor([2]))
+        self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.need_attn = True
+        padding_idx = dictionary.pad()
+        self.padding_idx = padding_idx
+        self.embed_tokens = TokenEmbedding(len(dictionary), embed_dim, padding_idx)
+        self.embed_positions = positional_embedding_or_none(positional_embeddings, max_positions, embed_dim, padding_idx)
+
+        self.plans = plan_conv_stack(convolutions, convolutions[0].out_channels)
+        if attention is None:
+            attention = [True] * len(self.plans)
+        self.fc1 = WeightNormLinear(embed_dim, self.plans[0].in_channels, dropout=dropout)
+        self.projections = nn.ModuleList([residual_projection(plan) for plan in self.plans])
+        self.convolutions = nn.ModuleList(
+            [CausalConvolution(p.in_channels, 2 * p.out_channels, p.kernel_size, dropout=dropout) for p in self.plans]
+        )
+        self.attention = nn.ModuleList(
+            [AttentionLayer(p.out_channels, embed_dim) if use else None for p, use in zip(self.plans, attention)]
+        )
+        self.num_attention_layers = sum(attention)
+
+        self.fc2 = WeightNormLinear(self.plans[-1].out_channels, out_embed_dim)
+        if share_embed:
+            self.fc3 = nn.Linear(out_embed_dim, len(dictionary))
+            self.fc3.weight = self.embed_tokens.weight
+            nn.init.zeros_(self.fc3.bias)
+        else:
+            self.fc3 = WeightNormLinear(out_embed_dim, len(dictionary), dropout=dropout)
+
+    def forward(self, prev_output_tokens: Tensor, encoder_out=None, incremental_state=None, **unused):
+        """Returns logits (batch x tgt_len x vocab) and the attention averaged over layers.
+
+        With ``incremental_state`` only the last target position is computed.
+        """
+        incremental = incremental_state is not None
+        source = self._attention_source(encoder_out, incremental_state)
+        tokens = prev_output_tokens[:, -1:] if incremental else prev_output_tokens
+        if not incremental:
+            _check_length(tokens, self.padding_idx, self.max_positions(), "target", "--max-target-positions")
+        x = self.embed_tokens(tokens)
+        if self.embed_positions is not None:
+            x = x + self.embed_positions(prev_output_tokens, last_step_only=incremental)
+        x = self.dropout_module(x)
+        target_embedding = x
+
+        x = self.fc1(x)
+        # Full sequences run the convolutions time-major; single steps stay batch-major.
+        x = _to_conv_layout(x, incremental)
+        want_attention = not self.training and self.need_attn
+        attention_sum = None
+        block_outputs = [x]
+        for plan, projection, conv, attention in zip(self.plans, self.projections, self.convolutions, self.attention):
+            residual = select_residual(block_outputs, plan, projection)
+            x = self.dropout_module(x)
+            x = gated_linear_unit(conv(x, incremental_state))
+            if attention is not None:
+                x, weights = attention(_to_conv_layout(x, incremental), target_embedding, source)
+                x = _to_conv_layout(x, incremental)
+                if want_attention:
+                    attention_sum = weights if attention_sum is None else attention_sum + weights
+            x = add_residual(x, residual)
+            block_outputs.append(x)
+
+        x = self.fc2(_to_conv_layout(x, incremental))
+        x = self.dropout_module(x)
+        x = self.fc3(x)
+        average_attention = None if attention_sum is None else attention_sum / self.num_attention_layers
+        return x, average_attention
+
+    def _attention_source(self, encoder_out, incremental_state) -> Optional[AttentionSource]:
+        """Encoder outputs prepared for attention; once per sentence when decoding step by step."""
+        if incremental_state is not None:
+            cached = self.get_incremental_state(incremental_state, "attention_source")
+            if cached is not None:
+                return cached["source"]
+        if encoder_out is None:
+            return None
+        source = AttentionSource.from_encoder(encoder_out["encoder_out"], encoder_out["encoder_padding_mask"])
+        if incremental_state is not None:
+            self.set_incremental_state(incremental_state, "attention_source", {"source": source})
+        return source
+
+    def reorder_incremental_state(self, incremental_state, new_order):
+        super().reorder_incremental_state(incremental_state, new_order)
+        cached = self.get_incremental_state(incremental_state, "attention_source")
+        if cached is not None:
+            self.set_incremental_state(incremental_state, "attention_source", {"source": cached["source"].index_select(new_order)})
+
+    def max_positions(self):
+        return _longest_sentence(self.embed_positions)
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        upgrade_decoder_weight_norm(state_dict, f"{name}." if name else "")
+        return state_dict
+
+    def make_generation_fast_(self, need_attn: bool = False, **kwargs):
+        self.need_attn = need_attn
+
+
+def _to_conv_layout(x: Tensor, incremental: bool) -> Tensor:
+    """Swap batch and time for full sequences; a single step needs no swap."""
+    return x if incremental else x.transpose(0, 1)
+
+
+def _longest_sentence(embed_positions) -> float:
+    """Tokens a sentence may have: the position table's limit, or none without one."""
+    return embed_positions.max_positions if embed_positions is not None else float("inf")
+
+
+def _check_length(tokens: Tensor, padding_idx: int, max_positions, side: str, option: str) -> None:
+    if tokens.size(1) <= max_positions:
+        return
+    longest = int(tokens.ne(padding_idx).sum(dim=1).max())
+    if longest > max_positions:
+        raise FConvError(
+            f"a {side} sentence has {longest} tokens but the model's position table holds {max_positions} "
+            f"({option}); shorten or split it, or skip such sentences with --skip-invalid-size-inputs-valid-test"
+        )
