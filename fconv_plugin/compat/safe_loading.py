@@ -1,0 +1,79 @@
+"""Load fairseq checkpoints under torch's safe unpickler (torch >= 2.6).
+
+torch now loads with ``weights_only=True`` and refuses any pickled global it does
+not know, and every fairseq checkpoint stores its options as an
+``argparse.Namespace``. Rather than switching the safe loader off, the plugin allows
+exactly the types fairseq checkpoints contain. Anything else is still refused, before
+any of it runs, and fairseq's loader reports that (and truncated or corrupt files)
+in one line.
+"""
+
+import argparse
+import functools
+import pickle
+import re
+import zipfile
+
+import numpy
+import torch
+from fairseq import checkpoint_utils
+
+from ..errors import FConvError
+
+
+def _numpy_scalar_types() -> list:
+    """What a numpy scalar (e.g. a validation loss) in ``extra_state`` pickles as."""
+    multiarray = getattr(numpy, "_core", getattr(numpy, "core", None)).multiarray
+    dtype_classes = [
+        type(numpy.dtype(name)) for name in ("float64", "float32", "int64", "int32", "bool")
+    ]
+    return [multiarray.scalar, numpy.dtype, *dtype_classes]
+
+
+FAIRSEQ_CHECKPOINT_TYPES = [argparse.Namespace, *_numpy_scalar_types()]
+
+_UNSUPPORTED_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
+
+
+def allow_fairseq_checkpoint_types() -> None:
+    torch.serialization.add_safe_globals(FAIRSEQ_CHECKPOINT_TYPES)
+
+
+def explain_load_failure(path: str, error: BaseException) -> FConvError:
+    """A one-line explanation of why ``path`` could not be loaded."""
+    message = str(error)
+    if "Weights only load failed" in message:
+        found = _UNSUPPORTED_GLOBAL.search(message)
+        what = found.group(1) if found else "a type"
+        return FConvError(
+            f"refused to load checkpoint {path}: it pickles {what}, which fairseq checkpoints never contain, "
+            "so nothing in it was run; load checkpoints only from sources you trust"
+        )
+    return FConvError(
+        f"checkpoint {path} is truncated or corrupt ({type(error).__name__}: {message.splitlines()[0] if message else 'no detail'}); "
+        "copy it again or load another checkpoint, e.g. checkpoint_best.pt"
+    )
+
+
+def _load_or_explain(load):
+    @functools.wraps(load)
+    def load_checkpoint_to_cpu(path, *args, **kwargs):
+        try:
+            return load(path, *args, **kwargs)
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            raise
+        except (pickle.UnpicklingError, EOFError, zipfile.BadZipFile, OSError) as e:
+            raise explain_load_failure(path, e) from None
+        except RuntimeError as e:
+            if "zip archive" in str(e) or "PytorchStreamReader" in str(e):
+                raise explain_load_failure(path, e) from None
+            raise
+
+    load_checkpoint_to_cpu._fconv_plugin_wrapped = True
+    return load_checkpoint_to_cpu
+
+
+def install() -> None:
+    allow_fairseq_checkpoint_types()
+    if not getattr(checkpoint_utils.load_checkpoint_to_cpu, "_fconv_plugin_wrapped", False):
+        checkpoint_utils.load_checkpoint_to_cpu = _load_or_explain(checkpoint_utils.load_checkpoint_to_cpu)
