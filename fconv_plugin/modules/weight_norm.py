@@ -4,11 +4,13 @@ Every layer but the embeddings is weight normalised: ``w = g · v / ‖v‖``, t
 taken over all dimensions but ``norm_dim``. Parameters are named ``weight_g`` and
 ``weight_v`` with the shapes fairseq's fconv checkpoints use.
 
-In inference (gradients off) the normalised weight, and anything derived from it,
-is computed once and reused until a parameter changes.
+Once the model is prepared for generation (fairseq's ``make_generation_fast_``,
+after which it cannot train again) the normalised weight, and anything derived from
+it, is computed once and reused. Before that it is recomputed at every call: the
+optimizers update parameters through ``.data``, which no version counter sees.
 """
 
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +32,8 @@ class WeightNormalized(nn.Module):
         self.norm_dim = norm_dim
         self.weight_g = nn.Parameter(norm_except_dim(weight, norm_dim))
         self.weight_v = nn.Parameter(weight)
-        self._inference_cache: Dict[str, Tuple[tuple, Tensor]] = {}
+        self._frozen = False
+        self._inference_cache: Dict[str, Tensor] = {}
 
     def normalized_weight(self) -> Tensor:
         return self.inference_cached("weight", self._compute_weight)
@@ -40,21 +43,25 @@ class WeightNormalized(nn.Module):
         return v * (g / norm_except_dim(v, self.norm_dim))
 
     def inference_cached(self, name: str, compute: Callable[[], Tensor]) -> Tensor:
-        """``compute()``, reused while no gradient is recorded and no parameter changed."""
-        if torch.is_grad_enabled():
+        """``compute()``, computed once when frozen for generation and no gradient is recorded."""
+        if not self._frozen or torch.is_grad_enabled():
             return compute()
-        key = tuple(
-            (p.data_ptr(), p._version, p.dtype) for p in (self.weight_v, self.weight_g)
-        )
-        cached = self._inference_cache.get(name)
-        if cached is None or cached[0] != key:
-            cached = (key, compute())
-            self._inference_cache[name] = cached
-        return cached[1]
+        if name not in self._inference_cache:
+            self._inference_cache[name] = compute()
+        return self._inference_cache[name]
+
+    def make_generation_fast_(self, **kwargs) -> None:
+        """Called by fairseq when the model is prepared for inference only."""
+        self._frozen = True
+        self._inference_cache = {}
 
     def _apply(self, fn, *args, **kwargs):
         self._inference_cache = {}
         return super()._apply(fn, *args, **kwargs)
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        self._inference_cache = {}
+        return super()._load_from_state_dict(*args, **kwargs)
 
 
 class WeightNormLinear(WeightNormalized):

@@ -1,0 +1,44 @@
+import torch
+
+from fconv_plugin.modules.weight_norm import WeightNormConvTBC, WeightNormLinear
+
+
+def test_linear_weight_is_g_times_v_over_row_norm_in_float64():
+    layer = WeightNormLinear(5, 3).double()
+    with torch.no_grad():
+        layer.weight_g.copy_(torch.tensor([[2.0], [0.5], [3.0]], dtype=torch.float64))
+    v = layer.weight_v.detach()
+    expected = torch.stack([g * row / row.norm() for g, row in zip([2.0, 0.5, 3.0], v)])
+    assert torch.allclose(layer.normalized_weight(), expected, rtol=1e-12)
+    x = torch.randn(4, 5, dtype=torch.float64)
+    assert torch.allclose(layer(x), x @ expected.t() + layer.bias, rtol=1e-12)
+
+
+def test_conv_weight_is_normalised_per_output_channel():
+    conv = WeightNormConvTBC(4, 6, 3).double()
+    assert conv.weight_g.shape == (1, 1, 6)
+    with torch.no_grad():
+        conv.weight_g.mul_(torch.linspace(0.5, 2.0, 6, dtype=torch.float64).view(1, 1, 6))
+    v = conv.weight_v.detach()
+    g = conv.weight_g.detach().view(-1)
+    for out in range(6):
+        assert torch.allclose(conv.normalized_weight()[:, :, out], g[out] * v[:, :, out] / v[:, :, out].norm(), rtol=1e-12)
+
+
+def test_weight_follows_optimizer_updates_made_through_data():
+    layer = WeightNormLinear(3, 2)
+    with torch.no_grad():
+        before = layer.normalized_weight().clone()
+    layer.weight_g.data.mul_(2.0)  # how fairseq's optimizers update parameters
+    with torch.no_grad():
+        after = layer.normalized_weight()
+    assert torch.allclose(after, 2.0 * before)
+
+
+def test_weight_is_computed_once_after_make_generation_fast():
+    layer = WeightNormLinear(3, 2)
+    layer.make_generation_fast_()
+    with torch.no_grad():
+        first = layer.normalized_weight()
+        assert layer.normalized_weight() is first
+    assert layer.normalized_weight() is not first  # gradients on: always recomputed
