@@ -1,0 +1,23 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="fconv_plugin",
+    version="0.1.0",
+    description="ConvS2S (Gehring et al. 2017) as a fairseq plugin (--user-dir)",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["fconv_plugin", "fconv_plugin.*"]),
+    python_requires=">=3.8",
+    install_requires=[
+        "torch>=1.13",
+        # fairseq 0.12.2 cannot be imported on Python >= 3.11; fairseq-fixed is the
+        # same code base (same `import fairseq`, same console scripts) made to work there.
+        'fairseq==0.12.2; python_version < "3.11"',
+        'fairseq-fixed==0.12.3.1; python_version >= "3.11"',
+        "sacremoses",
+        "subword-nmt",
+        "sacrebleu>=2.0",
+    ],
+    extras_require={"test": ["pytest"]},
+    license="MIT",
+)

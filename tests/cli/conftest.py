@@ -1,0 +1,75 @@
+"""A tiny translation task run through fairseq's own command-line tools."""
+
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fconv_plugin
+
+PLUGIN_DIR = str(Path(fconv_plugin.__file__).parent)
+BIN_DIR = Path(sys.executable).parent
+
+SMALL_MODEL = [
+    "--arch", "fconv_iwslt_de_en",
+    "--encoder-layers", "[(64, 3)] * 2", "--decoder-layers", "[(64, 3)] * 2",
+    "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--decoder-out-embed-dim", "32",
+]
+# the paper's recipe: NAG, momentum 0.99, gradient norm clipped at 0.1
+PAPER_OPTIMIZER = ["--optimizer", "nag", "--momentum", "0.99", "--clip-norm", "0.1", "--lr", "0.25"]
+
+
+def run_tool(tool: str, *args, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    """Run one of fairseq's console scripts from this environment."""
+    result = subprocess.run([str(BIN_DIR / tool), *map(str, args)], capture_output=True, text=True, **kwargs)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{tool} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def write_word_translation_corpus(directory: Path, sizes=(("train", 600), ("valid", 60), ("test", 40)), seed: int = 1):
+    """Source words s0..s29, target words t0..t29 in the same order: learnable in seconds."""
+    rng = random.Random(seed)
+    for split, count in sizes:
+        with open(directory / f"{split}.src", "w") as src, open(directory / f"{split}.tgt", "w") as tgt:
+            for _ in range(count):
+                words = [rng.randrange(30) for _ in range(rng.randint(3, 9))]
+                src.write(" ".join(f"s{w}" for w in words) + "\n")
+                tgt.write(" ".join(f"t{w}" for w in words) + "\n")
+
+
+def preprocess(text_dir: Path, dest: Path, *extra) -> Path:
+    run_tool(
+        "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt",
+        "--trainpref", text_dir / "train", "--validpref", text_dir / "valid", "--testpref", text_dir / "test",
+        "--destdir", dest, "--workers", "1", *extra,
+    )
+    return dest
+
+
+def valid_losses(log: str):
+    return [float(x) for x in re.findall(r"valid on 'valid' subset \| loss ([0-9.]+)", log)]
+
+
+@pytest.fixture(scope="session")
+def word_task(tmp_path_factory):
+    """Binarised data of the tiny task."""
+    root = tmp_path_factory.mktemp("word_task")
+    write_word_translation_corpus(root)
+    return root, preprocess(root, root / "data-bin")
+
+
+@pytest.fixture(scope="session")
+def trained_model(word_task):
+    """A small model trained through fairseq-train --user-dir; (data-bin, checkpoint dir, log)."""
+    root, data_bin = word_task
+    save_dir = root / "checkpoints"
+    result = run_tool(
+        "fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, *PAPER_OPTIMIZER,
+        "--dropout", "0.1", "--max-tokens", "300", "--max-epoch", "10", "--save-dir", save_dir,
+        "--seed", "1", "--no-progress-bar", "--log-format", "simple", "--no-epoch-checkpoints",
+    )
+    return data_bin, save_dir, result.stdout + result.stderr

@@ -1,0 +1,40 @@
+"""fairseq's fconv names build the plugin's classes once the plugin is loaded."""
+
+import argparse
+import os
+import subprocess
+import sys
+
+import fconv_plugin
+from fairseq import models as fairseq_models
+from fairseq import utils as fairseq_utils
+
+from fconv_plugin.models import ARCHITECTURES, FConvModel
+
+PLUGIN_DIR = os.path.dirname(fconv_plugin.__file__)
+FAIRSEQ_NAMES = ["fconv", "fconv_iwslt_de_en", "fconv_wmt_en_ro", "fconv_wmt_en_de", "fconv_wmt_en_fr"]
+
+
+def test_every_fconv_arch_builds_the_plugin_class_after_import_user_module():
+    fairseq_utils.import_user_module(argparse.Namespace(user_dir=PLUGIN_DIR))
+    assert fairseq_models.MODEL_REGISTRY["fconv"] is FConvModel
+    assert sorted(ARCHITECTURES) == sorted(FAIRSEQ_NAMES)
+    for arch in FAIRSEQ_NAMES:
+        assert fairseq_models.ARCH_MODEL_REGISTRY[arch] is FConvModel
+        assert fairseq_models.ARCH_CONFIG_REGISTRY[arch] is ARCHITECTURES[arch]
+    assert sorted(fairseq_models.ARCH_MODEL_INV_REGISTRY["fconv"]) == sorted(FAIRSEQ_NAMES)
+
+
+def test_a_fresh_process_logs_the_replacement_once():
+    code = (
+        "import argparse, logging; logging.basicConfig(level=logging.INFO);"
+        "from fairseq import utils, models;"
+        f"utils.import_user_module(argparse.Namespace(user_dir={PLUGIN_DIR!r}));"
+        f"utils.import_user_module(argparse.Namespace(user_dir={PLUGIN_DIR!r}));"
+        "print(models.ARCH_MODEL_REGISTRY['fconv_wmt_en_de'].__module__)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "fconv_plugin.models.fconv"
+    replaced = [line for line in result.stderr.splitlines() if "replaced fairseq.models.fconv.FConvModel" in line]
+    assert len(replaced) == 1
+    assert "fconv_wmt_en_de" in replaced[0]

@@ -1,0 +1,71 @@
+"""Shared helpers: dictionaries, models paired with fairseq's reference, batches."""
+
+import argparse
+import copy
+
+import torch
+from fairseq.data import Dictionary
+from fairseq.models import fconv as reference_fconv  # the reference implementation
+
+import fconv_plugin  # noqa: F401  (registers the plugin)
+from fconv_plugin.models import ARCHITECTURES, FConvModel
+
+
+def make_dictionary(num_words: int, prefix: str = "w") -> Dictionary:
+    dictionary = Dictionary()
+    for i in range(num_words):
+        dictionary.add_symbol(f"{prefix}{i}")
+    dictionary.finalize(padding_factor=1)
+    return dictionary
+
+
+class DictionaryTask:
+    """The two attributes build_model reads from a fairseq task."""
+
+    def __init__(self, source_dictionary, target_dictionary):
+        self.source_dictionary = source_dictionary
+        self.target_dictionary = target_dictionary
+
+
+def model_args(arch: str, **overrides) -> argparse.Namespace:
+    args = argparse.Namespace(arch=arch, max_source_positions=1024, max_target_positions=1024, dropout=0.0)
+    for name, value in overrides.items():
+        setattr(args, name, value)
+    ARCHITECTURES[arch](args)
+    return args
+
+
+def build_plugin_model(arch: str, task: DictionaryTask, **overrides) -> FConvModel:
+    return FConvModel.build_model(model_args(arch, **overrides), task)
+
+
+def build_pair(arch: str, task: DictionaryTask, **overrides):
+    """(plugin model, fairseq's model) with fairseq's random weights loaded into both."""
+    args = model_args(arch, **overrides)
+    reference = reference_fconv.FConvModel.build_model(copy.deepcopy(args), task)
+    ours = FConvModel.build_model(copy.deepcopy(args), task)
+    ours.load_state_dict(reference.state_dict(), strict=True)
+    return ours, reference
+
+
+def translation_batch(src_dict: Dictionary, tgt_dict: Dictionary, src_lengths, tgt_lengths, seed: int = 0):
+    """Left-padded sources and right-padded decoder inputs of unequal lengths."""
+    generator = torch.Generator().manual_seed(seed)
+    src = torch.full((len(src_lengths), max(src_lengths)), src_dict.pad())
+    for row, length in enumerate(src_lengths):
+        src[row, -length:] = torch.randint(src_dict.nspecial, len(src_dict), (length,), generator=generator)
+        src[row, -1] = src_dict.eos()
+    prev = torch.full((len(tgt_lengths), max(tgt_lengths)), tgt_dict.pad())
+    target = prev.clone()
+    eos = torch.tensor([tgt_dict.eos()])
+    for row, length in enumerate(tgt_lengths):
+        words = torch.randint(tgt_dict.nspecial, len(tgt_dict), (length - 1,), generator=generator)
+        target[row, :length] = torch.cat([words, eos])
+        prev[row, :length] = torch.cat([eos, words])
+    lengths = src.ne(src_dict.pad()).sum(dim=1)
+    return src, lengths, prev, target
+
+
+def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    scale = expected.abs().max().clamp_min(1e-30)
+    return float((actual - expected).abs().max() / scale)
