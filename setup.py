@@ -19,5 +19,6 @@ setup(
         "sacrebleu>=2.0",
     ],
     extras_require={"test": ["pytest"]},
+    entry_points={"console_scripts": ["fconv-unk-dict = fconv_plugin.cli.unk_dict:main"]},
     license="MIT",
 )

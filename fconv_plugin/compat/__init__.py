@@ -4,9 +4,10 @@ Each module fixes one thing fairseq breaks on this platform and is installed whe
 the plugin is imported (``--user-dir fconv_plugin``).
 """
 
-from . import safe_loading
+from . import replace_unk, safe_loading
 
 
 def install() -> None:
     """Install every host fix; safe to call more than once."""
     safe_loading.install()
+    replace_unk.install()

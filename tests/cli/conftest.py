@@ -30,15 +30,21 @@ def run_tool(tool: str, *args, check: bool = True, **kwargs) -> subprocess.Compl
     return result
 
 
-def write_word_translation_corpus(directory: Path, sizes=(("train", 600), ("valid", 60), ("test", 40)), seed: int = 1):
-    """Source words s0..s29, target words t0..t29 in the same order: learnable in seconds."""
+def write_corpus(directory: Path, make_pair, sizes=(("train", 600), ("valid", 60), ("test", 40)), seed: int = 1):
+    """``make_pair(rng)`` -> (source words, target words), written as train/valid/test."""
     rng = random.Random(seed)
     for split, count in sizes:
         with open(directory / f"{split}.src", "w") as src, open(directory / f"{split}.tgt", "w") as tgt:
             for _ in range(count):
-                words = [rng.randrange(30) for _ in range(rng.randint(3, 9))]
-                src.write(" ".join(f"s{w}" for w in words) + "\n")
-                tgt.write(" ".join(f"t{w}" for w in words) + "\n")
+                source, target = make_pair(rng)
+                src.write(" ".join(source) + "\n")
+                tgt.write(" ".join(target) + "\n")
+
+
+def word_translation_pair(rng):
+    """Source words s0..s29, target words t0..t29 in the same order: learnable in seconds."""
+    words = [rng.randrange(30) for _ in range(rng.randint(3, 9))]
+    return [f"s{w}" for w in words], [f"t{w}" for w in words]
 
 
 def preprocess(text_dir: Path, dest: Path, *extra) -> Path:
@@ -58,7 +64,7 @@ def valid_losses(log: str):
 def word_task(tmp_path_factory):
     """Binarised data of the tiny task."""
     root = tmp_path_factory.mktemp("word_task")
-    write_word_translation_corpus(root)
+    write_corpus(root, word_translation_pair)
     return root, preprocess(root, root / "data-bin")
 
 
