@@ -48,16 +48,16 @@ def _interpret(node: ast.AST) -> object:
         return [_interpret(element) for element in node.elts]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _interpret(node.left), _interpret(node.right)
-        if not (isinstance(left, list) and isinstance(right, list)):
+        if not (isinstance(left, (list, tuple)) and type(left) is type(right)):
             raise _SpecSyntaxError("'+' joins two lists", node)
         if len(left) + len(right) > MAX_LAYERS:
             raise _SpecSyntaxError(f"more than {MAX_LAYERS} entries", node)
         return left + right
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
         left, right = _interpret(node.left), _interpret(node.right)
-        if isinstance(left, list) and type(right) is int:
+        if isinstance(left, (list, tuple)) and type(right) is int:
             items, count = left, right
-        elif type(left) is int and isinstance(right, list):
+        elif type(left) is int and isinstance(right, (list, tuple)):
             items, count = right, left
         else:
             raise _SpecSyntaxError("'*' repeats a list a whole number of times", node)

@@ -42,17 +42,22 @@ def allow_fairseq_checkpoint_types() -> None:
 def explain_load_failure(path: str, error: BaseException) -> FConvError:
     """A one-line explanation of why ``path`` could not be loaded."""
     message = str(error)
-    if "Weights only load failed" in message:
-        found = _UNSUPPORTED_GLOBAL.search(message)
-        what = found.group(1) if found else "a type"
+    found = _UNSUPPORTED_GLOBAL.search(message)
+    if "Weights only load failed" in message and found:
+        what = found.group(1)
         return FConvError(
             f"refused to load checkpoint {path}: it pickles {what}, which fairseq checkpoints never contain, "
             "so nothing in it was run; load checkpoints only from sources you trust"
         )
     return FConvError(
-        f"checkpoint {path} is truncated or corrupt ({type(error).__name__}: {message.splitlines()[0] if message else 'no detail'}); "
+        f"checkpoint {path} is truncated or corrupt ({type(error).__name__}: {_first_line(message)}); "
         "copy it again or load another checkpoint, e.g. checkpoint_best.pt"
     )
+
+
+def _first_line(message: str) -> str:
+    lines = [line for line in message.splitlines() if line.strip() and "Weights only load failed" not in line]
+    return lines[0].strip()[:200] if lines else "no detail"
 
 
 def _load_or_explain(load):

@@ -1,0 +1,29 @@
+"""FConvModel.from_pretrained(...).translate() on a model trained in the test session."""
+
+import subprocess
+import sys
+
+from fconv_plugin import FConvModel
+from tests.cli.conftest import BIN_DIR
+
+
+def test_translate_returns_a_detokenised_translation(trained_model, word_task, tmp_path):
+    root, _ = word_task
+    data_bin, save_dir, _ = trained_model
+    codes = tmp_path / "codes"
+    with open(root / "train.src") as src, open(codes, "w") as out:
+        subprocess.run([str(BIN_DIR / "subword-nmt"), "learn-bpe", "-s", "500"], stdin=src, stdout=out, check=True)
+    hub = FConvModel.from_pretrained(
+        str(save_dir), checkpoint_file="checkpoint_best.pt", data_name_or_path=str(data_bin),
+        tokenizer="moses", bpe="subword_nmt", bpe_codes=str(codes),
+    )
+    assert type(hub.models[0]) is FConvModel
+    assert hub.apply_bpe("s1 s2 s13") == "s1 s2 s13"  # the codes keep these words whole
+
+    sentences = ["s1 s2 s3 s4", "s20 s7 s7 s11 s29", "s5 s0 s14"]
+    expected = ["t1 t2 t3 t4", "t20 t7 t7 t11 t29", "t5 t0 t14"]
+    translations = hub.translate(sentences, beam=5)
+    assert sum(t == e for t, e in zip(translations, expected)) >= 2, translations
+    assert hub.sample("s5 s0 s14", beam=1) == hub.translate("s5 s0 s14", beam=1)
+    hypotheses = hub.generate(hub.encode("s1 s2"), beam=3)
+    assert len(hypotheses) == 3 and all("tokens" in h for h in hypotheses)

@@ -1,0 +1,62 @@
+"""fairseq checkpoints load under torch's weights_only unpickler; nothing else does."""
+
+import os
+import pickle
+
+import pytest
+import torch
+from fairseq import checkpoint_utils
+
+from fconv_plugin.errors import FConvError
+
+
+class _CreatesAFile:
+    """Unpickling this (with a permissive loader) would create a file."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_checkpoint_with_a_foreign_payload_is_refused_and_nothing_runs(tmp_path):
+    marker = tmp_path / "created-by-unpickling"
+    checkpoint = tmp_path / "evil.pt"
+    torch.save({"args": None, "model": {}, "payload": _CreatesAFile(str(marker))}, checkpoint)
+    with pytest.raises(FConvError) as error:
+        checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))
+    assert "refused to load checkpoint" in str(error.value)
+    assert "it pickles io.open" in str(error.value)
+    assert not marker.exists()
+    with pytest.raises(FConvError):
+        checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)])
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty"])
+def test_truncated_or_corrupt_checkpoints_get_a_one_line_error(tmp_path, damage):
+    good = tmp_path / "good.pt"
+    torch.save({"model": {"w": torch.zeros(1000)}}, good)
+    bad = tmp_path / "bad.pt"
+    data = good.read_bytes()
+    bad.write_bytes({"truncate": data[: len(data) // 2], "garbage": os.urandom(2000), "empty": b""}[damage])
+    with pytest.raises(FConvError) as error:
+        checkpoint_utils.load_checkpoint_to_cpu(str(bad))
+    message = str(error.value)
+    assert f"checkpoint {bad} is truncated or corrupt" in message
+    assert "\n" not in message
+
+
+def test_namespaces_load_under_the_default_safe_loader_but_other_globals_do_not(tmp_path):
+    import argparse
+
+    assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" not in os.environ
+    checkpoint = tmp_path / "ns.pt"
+    torch.save({"args": argparse.Namespace(arch="fconv"), "model": {}}, checkpoint)
+    assert torch.load(checkpoint)["args"].arch == "fconv"  # torch's default: weights_only=True
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"x": _CreatesAFile(str(tmp_path / "never"))}, foreign)
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(foreign)
+    assert not (tmp_path / "never").exists()
