@@ -39,8 +39,8 @@ class WeightNormalized(nn.Module):
         return self.inference_cached("weight", self._compute_weight)
 
     def _compute_weight(self) -> Tensor:
-        v, g = self.weight_v, self.weight_g
-        return v * (g / norm_except_dim(v, self.norm_dim))
+        # torch's fused kernel (forward and backward) for g · v / ‖v‖
+        return torch._weight_norm(self.weight_v, self.weight_g, self.norm_dim)
 
     def inference_cached(self, name: str, compute: Callable[[], Tensor]) -> Tensor:
         """``compute()``, computed once when frozen for generation and no gradient is recorded."""
