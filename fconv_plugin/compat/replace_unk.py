@@ -31,6 +31,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.tasks import FairseqTask
 
 from ..errors import FConvError
+from ._patching import patch
 
 _context: Dict[str, object] = {"gen_subset": None, "batch_source_words": None}
 
@@ -142,7 +143,6 @@ def _load_align_dict(original):
             raise FConvError(f"--replace-unk {replace_unk}: no such file; give a 'source target' dictionary or no value to copy source words")
         return original(replace_unk)
 
-    load_align_dict._fconv_plugin_wrapped = True
     return load_align_dict
 
 
@@ -156,7 +156,6 @@ def _post_process_prediction(original):
             hypo_str = data_utils.post_process(hypo_str, remove_bpe)
         return tgt_dict.encode_line(hypo_str, add_if_not_exist=True), hypo_str, alignment
 
-    post_process_prediction._fconv_plugin_wrapped = True
     return post_process_prediction
 
 
@@ -167,7 +166,6 @@ def _build_generator(original):
             return generator
         return _UnkAligningGenerator(generator, self)
 
-    build_generator._fconv_plugin_wrapped = True
     return build_generator
 
 
@@ -190,7 +188,6 @@ def _generate_main(original, fairseq_generate):
         with open(output_path, "w", buffering=1, encoding="utf-8") as h:
             return fairseq_generate._main(cfg, h)
 
-    main._fconv_plugin_wrapped = True
     return main
 
 
@@ -201,25 +198,18 @@ def _make_batches(original):
                 _context["batch_source_words"] = [encode_fn(lines[i]).split() for i in batch.ids.tolist()]
             yield batch
 
-    make_batches._fconv_plugin_wrapped = True
     return make_batches
-
-
-def _wrap(owner, name, make_wrapper, *args):
-    current = getattr(owner, name)
-    if not getattr(current, "_fconv_plugin_wrapped", False):
-        setattr(owner, name, make_wrapper(current, *args))
 
 
 def install() -> None:
     import fairseq_cli.generate as fairseq_generate
     import fairseq_cli.interactive as fairseq_interactive
 
-    _wrap(fairseq_utils, "post_process_prediction", _post_process_prediction)
-    _wrap(fairseq_utils, "load_align_dict", _load_align_dict)
-    _wrap(FairseqTask, "build_generator", _build_generator)
-    _wrap(fairseq_generate, "main", _generate_main, fairseq_generate)
-    _wrap(fairseq_interactive, "make_batches", _make_batches)
+    patch(fairseq_utils, "post_process_prediction", "replace_unk", _post_process_prediction)
+    patch(fairseq_utils, "load_align_dict", "replace_unk", _load_align_dict)
+    patch(FairseqTask, "build_generator", "replace_unk", _build_generator)
+    patch(fairseq_generate, "main", "replace_unk", _generate_main, fairseq_generate)
+    patch(fairseq_interactive, "make_batches", "replace_unk", _make_batches)
     for dataset_cls in (indexed_dataset.MMapIndexedDataset, indexed_dataset.IndexedDataset):
         if not hasattr(dataset_cls, "get_original_text"):
             dataset_cls.get_original_text = _original_text_beside_binarised_data

@@ -19,6 +19,7 @@ import torch
 from fairseq import checkpoint_utils
 
 from ..errors import FConvError
+from ._patching import patch
 
 
 def _numpy_scalar_types() -> list:
@@ -74,11 +75,9 @@ def _load_or_explain(load):
                 raise explain_load_failure(path, e) from None
             raise
 
-    load_checkpoint_to_cpu._fconv_plugin_wrapped = True
     return load_checkpoint_to_cpu
 
 
 def install() -> None:
     allow_fairseq_checkpoint_types()
-    if not getattr(checkpoint_utils.load_checkpoint_to_cpu, "_fconv_plugin_wrapped", False):
-        checkpoint_utils.load_checkpoint_to_cpu = _load_or_explain(checkpoint_utils.load_checkpoint_to_cpu)
+    patch(checkpoint_utils, "load_checkpoint_to_cpu", "safe_loading", _load_or_explain)

@@ -1,0 +1,52 @@
+"""Never leave a half-written checkpoint behind.
+
+fairseq writes the first checkpoint of a save atomically (a ``.tmp`` file, then a
+rename) but makes the others — ``checkpoint_last.pt``, ``checkpoint_best.pt`` — with a
+plain file copy. A run killed during that copy leaves a truncated
+``checkpoint_last.pt``, and the restart that should resume from it fails. Copies of
+local files now go through a temporary file in the same directory and an atomic
+``os.replace``; temporary files a killed copy left behind are removed by the next
+copy to the same checkpoint.
+"""
+
+import glob
+import os
+import shutil
+import tempfile
+
+from fairseq import file_io
+
+from ._patching import patch
+
+
+def atomic_copy(src_path: str, dst_path: str) -> bool:
+    """Copy ``src_path`` to ``dst_path`` so that ``dst_path`` is always whole."""
+    directory = os.path.dirname(os.path.abspath(dst_path))
+    prefix = os.path.basename(dst_path) + "."
+    for stale in glob.glob(os.path.join(glob.escape(directory), glob.escape(prefix) + "*.tmp")):
+        os.remove(stale)
+    handle, tmp_path = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(handle, "wb") as tmp, open(src_path, "rb") as src:
+            shutil.copyfileobj(src, tmp, length=16 * 1024 * 1024)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp_path, dst_path)
+    except BaseException:
+        if os.path.exists(tmp_path):
+            os.remove(tmp_path)
+        raise
+    return True
+
+
+def _copy(original):
+    def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+        if file_io.IOPathManager is not None or "://" in str(src_path) + str(dst_path):
+            return original(src_path, dst_path, overwrite)
+        return atomic_copy(src_path, dst_path)
+
+    return staticmethod(copy)
+
+
+def install() -> None:
+    patch(file_io.PathManager, "copy", "atomic_checkpoints", _copy)

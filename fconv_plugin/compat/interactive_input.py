@@ -1,0 +1,115 @@
+"""fairseq-interactive on messy input: one clear line per bad input, no traceback.
+
+fairseq 0.12 stops with a UnicodeDecodeError at the first line that is not UTF-8,
+translates an empty line as if it were a sentence, and stops with an exception from
+deep inside its batching at the first line longer than the model's position table.
+Here each such line is reported on stderr with its line number and skipped, and the
+others are translated and numbered as in the input. A too-long line stops the run
+with a one-line error unless ``--skip-invalid-size-inputs-valid-test`` is given, as
+fairseq-generate does; the same holds for fairseq-generate's own size check.
+"""
+
+import sys
+from typing import List
+
+import torch
+from fairseq.tasks import FairseqTask
+
+from ..errors import FConvError
+from ._patching import patch
+
+_lines_seen = {"count": 0}
+
+
+class UndecodableLine(str):
+    """Stands for an input line that could not be decoded; ``problem`` says why."""
+
+    def __new__(cls, problem: str):
+        line = super().__new__(cls, "")
+        line.problem = problem
+        return line
+
+
+def _decode(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8").strip()
+    except UnicodeDecodeError as e:
+        return UndecodableLine(f"is not valid UTF-8 (byte {raw[e.start]:#04x} at byte {e.start + 1})")
+
+
+def buffered_read(input, buffer_size):
+    """fairseq's reader, decoding each line on its own."""
+    stream = sys.stdin.buffer if input == "-" else open(input, "rb")
+    try:
+        buffer: List[str] = []
+        for raw in stream:
+            buffer.append(_decode(raw))
+            if len(buffer) >= buffer_size:
+                yield buffer
+                buffer = []
+        if buffer:
+            yield buffer
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+
+
+def _problem(line: str, encode_fn, limit, skip_too_long: bool, number: int):
+    if isinstance(line, UndecodableLine):
+        return line.problem
+    if not line.strip():
+        return "is empty"
+    tokens = len(encode_fn(line).split()) + 1  # + end of sentence
+    if tokens <= limit:
+        return None
+    if not skip_too_long:
+        raise FConvError(
+            f"input line {number} has {tokens} tokens but the model reads at most {limit} (--max-source-positions); "
+            "split the line, or pass --skip-invalid-size-inputs-valid-test to skip such lines"
+        )
+    return f"has {tokens} tokens, more than the model reads ({limit}, --max-source-positions)"
+
+
+def _make_batches(original):
+    def make_batches(lines, cfg, task, max_positions, encode_fn):
+        first_number = _lines_seen["count"] + 1
+        _lines_seen["count"] += len(lines)
+        limit = max_positions[0] if isinstance(max_positions, (tuple, list)) else max_positions
+        skip = cfg.dataset.skip_invalid_size_inputs_valid_test
+        keep = []
+        for index, line in enumerate(lines):
+            problem = _problem(line, encode_fn, limit, skip, first_number + index)
+            if problem is None:
+                keep.append(index)
+            else:
+                print(f"fconv_plugin: input line {first_number + index} {problem}; skipped", file=sys.stderr)
+        if not keep:
+            return
+        original_index = torch.tensor(keep)
+        for batch in original([lines[i] for i in keep], cfg, task, max_positions, encode_fn):
+            yield batch._replace(ids=original_index[batch.ids])
+
+    return make_batches
+
+
+def _filter_indices_by_size(original):
+    def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
+        try:
+            return original(self, indices, dataset, max_positions, ignore_invalid_inputs)
+        except Exception as e:
+            if not str(e).startswith("Size of sample"):
+                raise
+            raise FConvError(
+                f"{e} (the model's position tables hold {max_positions} tokens; train with larger "
+                "--max-source-positions/--max-target-positions to accept longer sentences)"
+            ) from None
+
+    return filter_indices_by_size
+
+
+def install() -> None:
+    import fairseq_cli.interactive as fairseq_interactive
+
+    patch(fairseq_interactive, "make_batches", "interactive_input", _make_batches)
+    patch(fairseq_interactive, "buffered_read", "interactive_input", lambda _: buffered_read)
+    patch(FairseqTask, "filter_indices_by_size", "interactive_input", _filter_indices_by_size)
