@@ -7,10 +7,11 @@ the plugin is imported (``--user-dir fconv_plugin``):
 - atomic_checkpoints: checkpoint copies are never left half written;
 - replace_unk: ``--replace-unk`` works as in the paper (fairseq issue #3533);
 - interactive_input: bad input lines get one clear message each;
+- distributed_cpu: torchrun workers start on machines without GPUs;
 - cli_errors: the plugin's errors print as one line, without a traceback.
 """
 
-from . import atomic_checkpoints, cli_errors, interactive_input, replace_unk, safe_loading
+from . import atomic_checkpoints, cli_errors, distributed_cpu, interactive_input, replace_unk, safe_loading
 
 
 def install() -> None:
@@ -19,4 +20,5 @@ def install() -> None:
     atomic_checkpoints.install()
     interactive_input.install()  # before replace_unk, which wraps make_batches again
     replace_unk.install()
+    distributed_cpu.install()
     cli_errors.install()
