@@ -10,9 +10,9 @@ in one line.
 
 import argparse
 import functools
-import pickle
+import os
 import re
-import zipfile
+import traceback
 
 import numpy
 import torch
@@ -56,6 +56,11 @@ def explain_load_failure(path: str, error: BaseException) -> FConvError:
     )
 
 
+def _raised_inside_torch_load(error: BaseException) -> bool:
+    frames = traceback.extract_tb(error.__traceback__)
+    return any(os.path.join("torch", "serialization.py") in frame.filename for frame in frames)
+
+
 def _first_line(message: str) -> str:
     lines = [line for line in message.splitlines() if line.strip() and "Weights only load failed" not in line]
     return lines[0].strip()[:200] if lines else "no detail"
@@ -68,10 +73,9 @@ def _load_or_explain(load):
             return load(path, *args, **kwargs)
         except (FileNotFoundError, IsADirectoryError, PermissionError):
             raise
-        except (pickle.UnpicklingError, EOFError, zipfile.BadZipFile, OSError) as e:
-            raise explain_load_failure(path, e) from None
-        except RuntimeError as e:
-            if "zip archive" in str(e) or "PytorchStreamReader" in str(e):
+        except Exception as e:
+            # garbage makes the unpickler fail in many ways (IndexError, KeyError, ...)
+            if _raised_inside_torch_load(e):
                 raise explain_load_failure(path, e) from None
             raise
 

@@ -39,7 +39,7 @@ class CausalConvolution(WeightNormConvTBC):
         if self.kernel_size > 1:
             window = self._push_input(x, incremental_state)
         batch_size = x.size(0)
-        out = F.linear(window.reshape(batch_size, -1), self.flat_weight(), self.bias)
+        out = torch.addmm(self.bias, window.reshape(batch_size, -1), self.flat_weight())
         return out.view(batch_size, 1, -1)
 
     def _push_input(self, x: Tensor, incremental_state: IncrementalState) -> Tensor:
@@ -54,11 +54,8 @@ class CausalConvolution(WeightNormConvTBC):
         return buffer
 
     def flat_weight(self) -> Tensor:
-        """The kernel as an (out, k · in) matrix matching the flattened input buffer."""
-        return self.inference_cached(
-            "flat_weight",
-            lambda: self.normalized_weight().permute(2, 0, 1).reshape(self.out_channels, -1),
-        )
+        """The kernel as a (k · in, out) matrix: row j · in + c multiplies buffer[:, j, c]."""
+        return self.inference_cached("flat_weight", lambda: self.normalized_weight().reshape(-1, self.out_channels))
 
     def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor) -> None:
         buffer = self.get_incremental_state(incremental_state, "input_buffer")

@@ -77,7 +77,22 @@ def test_incremental_decoding_equals_full_forward(pair):
 
 
 def test_beam_search_gives_identical_hypotheses_and_scores(pair):
-    ours, reference = pair
+    _assert_identical_beam_search(*pair)
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_beam_search_after_make_generation_fast_as_fairseq_generate_does(config):
+    """The inference-only path (cached weights, transposed GEMMs) against fairseq's."""
+    arch, overrides = CONFIGS[config]
+    torch.manual_seed(1)
+    ours, reference = build_pair(arch, TASK, **overrides)
+    for model in (ours, reference):
+        model.eval()
+        model.make_generation_fast_(beamable_mm_beam_size=5, need_attn=False)
+    _assert_identical_beam_search(ours, reference)
+
+
+def _assert_identical_beam_search(ours, reference):
     src, lengths, _, _ = _batch()
     results = []
     for model in (ours, reference):
