@@ -48,24 +48,24 @@ WMT_EN_DE_LAYERS = "[(512, 3)] * 9 + [(1024, 3)] * 4 + [(2048, 1)] * 2"
 WMT_EN_FR_LAYERS = "[(512, 3)] * 6 + [(768, 3)] * 4 + [(1024, 3)] * 3 + [(2048, 1)] * 1 + [(4096, 1)] * 1"
 
 
-def fconv_wmt_en_de(args: Namespace) -> None:
-    """The paper's WMT'14 English-German model (15 + 15 layers)."""
+def _wmt_architecture(args: Namespace, layers: str) -> None:
+    """The paper's large WMT'14 models: 768-dim embeddings, the same stack on both sides."""
     _default(args, "encoder_embed_dim", 768)
-    _default(args, "encoder_layers", WMT_EN_DE_LAYERS)
+    _default(args, "encoder_layers", layers)
     _default(args, "decoder_embed_dim", 768)
-    _default(args, "decoder_layers", WMT_EN_DE_LAYERS)
+    _default(args, "decoder_layers", layers)
     _default(args, "decoder_out_embed_dim", 512)
     base_architecture(args)
+
+
+def fconv_wmt_en_de(args: Namespace) -> None:
+    """WMT'14 English-German (15 + 15 layers)."""
+    _wmt_architecture(args, WMT_EN_DE_LAYERS)
 
 
 def fconv_wmt_en_fr(args: Namespace) -> None:
-    """The paper's WMT'14 English-French model (15 + 15 layers)."""
-    _default(args, "encoder_embed_dim", 768)
-    _default(args, "encoder_layers", WMT_EN_FR_LAYERS)
-    _default(args, "decoder_embed_dim", 768)
-    _default(args, "decoder_layers", WMT_EN_FR_LAYERS)
-    _default(args, "decoder_out_embed_dim", 512)
-    base_architecture(args)
+    """WMT'14 English-French (15 + 15 layers)."""
+    _wmt_architecture(args, WMT_EN_FR_LAYERS)
 
 
 ARCHITECTURES: Dict[str, Callable[[Namespace], None]] = {
