@@ -12,7 +12,6 @@ Peak resident memory is measured in a separate process per model.
 """
 
 import argparse
-import copy
 import json
 import platform
 import resource
@@ -52,14 +51,24 @@ def make_task():
     return _Task(dictionary)
 
 
-def build_models(arch, task, seed=0):
+def _args(arch):
     args = argparse.Namespace(arch=arch, max_source_positions=1024, max_target_positions=1024, dropout=0.1)
     ARCHITECTURES[arch](args)
+    return args
+
+
+def build_models(arch, task, seed=0):
     torch.manual_seed(seed)
-    reference = reference_fconv.FConvModel.build_model(copy.deepcopy(args), task)
-    ours = FConvModel.build_model(copy.deepcopy(args), task)
+    reference = reference_fconv.FConvModel.build_model(_args(arch), task)
+    ours = FConvModel.build_model(_args(arch), task)
     ours.load_state_dict(reference.state_dict())
     return {"plugin": ours, "fairseq": reference}
+
+
+def build_one(arch, task, which):
+    """Only one of the two models, for measuring its memory on its own."""
+    cls = FConvModel if which == "plugin" else reference_fconv.FConvModel
+    return cls.build_model(_args(arch), task)
 
 
 def source_batch(task, batch_size, seed):
@@ -161,7 +170,7 @@ def decoder_weight_bytes(model):
 def peak_memory_child(arch, which, phase):
     """In a separate process: build one model, run one phase; peak RSS in bytes."""
     task = make_task()
-    model = build_models(arch, task)[which]
+    model = build_one(arch, task, which)
     if phase == "generate":
         prepared = prepared_for_generation(model, 5)
         generator = SequenceGenerator([prepared], task.target_dictionary, beam_size=5, max_len_a=0, max_len_b=30, min_len=30)

@@ -55,7 +55,7 @@ class CausalConvolution(WeightNormConvTBC):
 
     def flat_weight(self) -> Tensor:
         """The kernel as a (k · in, out) matrix: row j · in + c multiplies buffer[:, j, c]."""
-        return self.inference_cached("flat_weight", lambda: self.normalized_weight().reshape(-1, self.out_channels))
+        return self.normalized_weight().reshape(-1, self.out_channels)
 
     def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor) -> None:
         buffer = self.get_incremental_state(incremental_state, "input_buffer")

@@ -4,13 +4,12 @@ Every layer but the embeddings is weight normalised: ``w = g · v / ‖v‖``, t
 taken over all dimensions but ``norm_dim``. Parameters are named ``weight_g`` and
 ``weight_v`` with the shapes fairseq's fconv checkpoints use.
 
-Once the model is prepared for generation (fairseq's ``make_generation_fast_``,
-after which it cannot train again) the normalised weight, and anything derived from
-it, is computed once and reused. Before that it is recomputed at every call: the
-optimizers update parameters through ``.data``, which no version counter sees.
+Until the model is prepared for generation the weight is recomputed at every call
+(the optimizers update parameters through ``.data``, which no version counter sees).
+fairseq's ``make_generation_fast_`` (after which the model cannot train again) makes
+each layer store its weight w itself as ``weight_v`` with ``weight_g`` = ‖w‖ — the
+same function, one copy of the weight, kept in the layout the GEMM reads fastest.
 """
-
-from typing import Callable, Dict
 
 import torch
 import torch.nn.functional as F
@@ -33,34 +32,26 @@ class WeightNormalized(nn.Module):
         self.weight_g = nn.Parameter(norm_except_dim(weight, norm_dim))
         self.weight_v = nn.Parameter(weight)
         self._frozen = False
-        self._inference_cache: Dict[str, Tensor] = {}
 
     def normalized_weight(self) -> Tensor:
-        return self.inference_cached("weight", self._compute_weight)
-
-    def _compute_weight(self) -> Tensor:
+        if self._frozen and not torch.is_grad_enabled():
+            return self.weight_v  # w itself, see make_generation_fast_
         # torch's fused kernel (forward and backward) for g · v / ‖v‖
         return torch._weight_norm(self.weight_v, self.weight_g, self.norm_dim)
 
-    def inference_cached(self, name: str, compute: Callable[[], Tensor]) -> Tensor:
-        """``compute()``, computed once when frozen for generation and no gradient is recorded."""
-        if not self._frozen or torch.is_grad_enabled():
-            return compute()
-        if name not in self._inference_cache:
-            self._inference_cache[name] = compute()
-        return self._inference_cache[name]
-
     def make_generation_fast_(self, **kwargs) -> None:
         """Called by fairseq when the model is prepared for inference only."""
+        with torch.no_grad():
+            weight = self.normalized_weight()
+            self.weight_v.data = self._inference_layout(weight)
+            self.weight_g.data = norm_except_dim(weight, self.norm_dim)
         self._frozen = True
-        self._inference_cache = {}
 
-    def _apply(self, fn, *args, **kwargs):
-        self._inference_cache = {}
-        return super()._apply(fn, *args, **kwargs)
+    def _inference_layout(self, weight: Tensor) -> Tensor:
+        return weight.contiguous()
 
     def _load_from_state_dict(self, *args, **kwargs):
-        self._inference_cache = {}
+        self._frozen = False  # a loaded v is no longer the weight itself
         return super()._load_from_state_dict(*args, **kwargs)
 
 
@@ -78,11 +69,14 @@ class WeightNormLinear(WeightNormalized):
 
     def forward(self, x: Tensor) -> Tensor:
         if self._frozen and not torch.is_grad_enabled():
-            # generation: x @ wᵀ with wᵀ stored contiguously, the faster GEMM layout here
-            weight_t = self.inference_cached("weight_t", lambda: self.normalized_weight().t().contiguous())
-            out = torch.addmm(self.bias, x.reshape(-1, self.in_features), weight_t)
+            # generation: x @ wᵀ with wᵀ contiguous in memory, the faster GEMM layout here
+            out = torch.addmm(self.bias, x.reshape(-1, self.in_features), self.normalized_weight().t())
             return out.view(*x.shape[:-1], self.out_features)
         return F.linear(x, self.normalized_weight(), self.bias)
+
+    def _inference_layout(self, weight: Tensor) -> Tensor:
+        """(out, in) values over (in, out) storage, so that wᵀ is contiguous."""
+        return weight.t().contiguous().t()
 
     def extra_repr(self) -> str:
         return f"{self.in_features}, {self.out_features}"

@@ -35,10 +35,18 @@ def test_weight_follows_optimizer_updates_made_through_data():
     assert torch.allclose(after, 2.0 * before)
 
 
-def test_weight_is_computed_once_after_make_generation_fast():
+def test_make_generation_fast_stores_the_weight_itself_as_one_copy():
     layer = WeightNormLinear(3, 2)
+    with torch.no_grad():
+        layer.weight_g.mul_(3.0)
+        before = layer.normalized_weight().clone()
+        x = torch.randn(4, 3)
+        expected = layer(x)
     layer.make_generation_fast_()
     with torch.no_grad():
-        first = layer.normalized_weight()
-        assert layer.normalized_weight() is first
-    assert layer.normalized_weight() is not first  # gradients on: always recomputed
+        assert layer.normalized_weight() is layer.weight_v
+        assert torch.allclose(layer.weight_v, before)
+        assert layer.weight_v.t().is_contiguous()
+        assert torch.allclose(layer(x), expected, atol=1e-6)
+    # the (g, v) pair still describes the same weight, e.g. for a saved state dict
+    assert torch.allclose(torch._weight_norm(layer.weight_v, layer.weight_g, 0), before, atol=1e-6)
