@@ -14,7 +14,6 @@ Peak resident memory is measured in a separate process per model.
 import argparse
 import json
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -178,7 +177,17 @@ def peak_memory_child(arch, which, phase):
             generator.generate([prepared], source_batch(task, 16, seed=1))
     else:
         bench_training({which: model}, task, reps=1)
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return peak_resident_bytes()
+
+
+def peak_resident_bytes():
+    """This process's peak RSS (VmHWM). Not ru_maxrss: Linux carries that over from the
+    parent across fork and exec, so a child would report the benchmark's own peak."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def peak_memory(arch, which, phase):
