@@ -74,3 +74,14 @@ def test_pretrained_embeddings_are_loaded_and_checked(tmp_path):
         build_plugin_model("fconv", TASK, encoder_embed_path=str(tmp_path / "bad.txt"), **SMALL)
     with pytest.raises(FConvError, match="does not exist"):
         build_plugin_model("fconv", TASK, decoder_embed_path=str(tmp_path / "missing.txt"), **SMALL)
+
+
+def test_a_sentence_longer_than_the_position_table_is_named():
+    model = build_plugin_model("fconv", TASK, max_source_positions=8, **SMALL)
+    src, lengths, prev, _ = translation_batch(SRC, TGT, [9], [3])
+    with pytest.raises(FConvError) as error:
+        model(src, lengths, prev)
+    assert str(error.value) == (
+        "a source sentence has 9 tokens but the model's position table holds 6 (--max-source-positions); "
+        "shorten or split it, or skip such sentences with --skip-invalid-size-inputs-valid-test"
+    )
