@@ -85,7 +85,7 @@ class _UnkAligningGenerator:
     def generate(self, models, sample, **kwargs):
         hypos = self._generator.generate(models, sample, **kwargs)
         src_tokens = sample["net_input"]["src_tokens"]
-        source_words = _source_words(self._task, sample, src_tokens.size(0))
+        source_words = _source_words(self._task, sample)
         pad, eos = self._task.source_dictionary.pad(), self._task.source_dictionary.eos()
         for row, sentence_hypos in enumerate(hypos):
             words = source_words[row] if source_words is not None else None
@@ -103,7 +103,7 @@ class _UnkAligningGenerator:
         return hypos
 
 
-def _source_words(task, sample, batch_size) -> Optional[List[List[str]]]:
+def _source_words(task, sample) -> Optional[List[List[str]]]:
     batch_words = _context["batch_source_words"]
     if batch_words is not None:
         _context["batch_source_words"] = None
