@@ -85,10 +85,12 @@ def main(argv=None) -> None:
     pairs = _read_bitext(args.source_text, args.target_text)
     counts = count_alignments(models[0], task.source_dictionary, task.target_dictionary, pairs, args.batch_size, models[0].max_positions()[0])
     dictionary = most_frequent_translation(counts)
-    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
-    with out if out is not sys.stdout else open(out.fileno(), "w", closefd=False) as f:
-        for source_word in sorted(dictionary):
-            f.write(f"{source_word} {dictionary[source_word]}\n")
+    lines = "".join(f"{source_word} {dictionary[source_word]}\n" for source_word in sorted(dictionary))
+    if args.output == "-":
+        sys.stdout.write(lines)
+    else:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(lines)
     print(f"fconv_plugin: {len(dictionary)} source words from {len(pairs)} sentence pairs", file=sys.stderr)
 
 

@@ -54,6 +54,21 @@ def buffered_read(input, buffer_size):
             stream.close()
 
 
+def memoized(encode_fn):
+    """``encode_fn`` (tokeniser + BPE) computed once per line for every wrapper and fairseq."""
+    if getattr(encode_fn, "_fconv_memo", None) is not None:
+        return encode_fn
+    memo = {}
+
+    def encode(line: str) -> str:
+        if line not in memo:
+            memo[line] = encode_fn(line)
+        return memo[line]
+
+    encode._fconv_memo = memo
+    return encode
+
+
 def _problem(line: str, encode_fn, limit, skip_too_long: bool, number: int):
     if isinstance(line, UndecodableLine):
         return line.problem
@@ -72,6 +87,7 @@ def _problem(line: str, encode_fn, limit, skip_too_long: bool, number: int):
 
 def _make_batches(original):
     def make_batches(lines, cfg, task, max_positions, encode_fn):
+        encode_fn = memoized(encode_fn)
         first_number = _lines_seen["count"] + 1
         _lines_seen["count"] += len(lines)
         limit = max_positions[0] if isinstance(max_positions, (tuple, list)) else max_positions

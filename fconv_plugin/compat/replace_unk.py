@@ -32,6 +32,7 @@ from fairseq.tasks import FairseqTask
 
 from ..errors import FConvError
 from ._patching import patch
+from .interactive_input import memoized
 
 _context: Dict[str, object] = {"gen_subset": None, "batch_source_words": None}
 
@@ -193,6 +194,7 @@ def _generate_main(original, fairseq_generate):
 
 def _make_batches(original):
     def make_batches(lines, cfg, task, max_positions, encode_fn):
+        encode_fn = memoized(encode_fn)  # shared with the wrapped make_batches and fairseq
         for batch in original(lines, cfg, task, max_positions, encode_fn):
             if cfg.generation.replace_unk is not None:
                 _context["batch_source_words"] = [encode_fn(lines[i]).split() for i in batch.ids.tolist()]

@@ -1,7 +1,6 @@
 """FConvModel.from_pretrained(...).translate() on a model trained in the test session."""
 
 import subprocess
-import sys
 
 from fconv_plugin import FConvModel
 from tests.cli.conftest import BIN_DIR
