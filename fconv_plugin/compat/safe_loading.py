@@ -22,16 +22,17 @@ from ..errors import FConvError
 from ._patching import patch
 
 
-def _numpy_scalar_types() -> list:
-    """What a numpy scalar (e.g. a validation loss) in ``extra_state`` pickles as."""
+def _numpy_types() -> list:
+    """What numpy values in ``extra_state`` pickle as: scalars (e.g. a validation loss)
+    and arrays of numbers (e.g. the n-gram counts ``--eval-bleu`` keeps in its metrics)."""
     multiarray = getattr(numpy, "_core", getattr(numpy, "core", None)).multiarray
     dtype_classes = [
         type(numpy.dtype(name)) for name in ("float64", "float32", "int64", "int32", "bool")
     ]
-    return [multiarray.scalar, numpy.dtype, *dtype_classes]
+    return [multiarray.scalar, multiarray._reconstruct, numpy.ndarray, numpy.dtype, *dtype_classes]
 
 
-FAIRSEQ_CHECKPOINT_TYPES = [argparse.Namespace, *_numpy_scalar_types()]
+FAIRSEQ_CHECKPOINT_TYPES = [argparse.Namespace, *_numpy_types()]
 
 _UNSUPPORTED_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
 

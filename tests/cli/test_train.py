@@ -4,7 +4,7 @@ import torch
 from fairseq import checkpoint_utils
 
 from fconv_plugin.models import FConvModel
-from tests.cli.conftest import valid_losses
+from tests.cli.conftest import PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, run_tool, valid_losses
 
 
 def test_training_through_the_cli_lowers_the_validation_loss(trained_model):
@@ -22,3 +22,19 @@ def test_the_checkpoint_rebuilds_the_plugin_class(trained_model):
     assert cfg.model.arch == "fconv_iwslt_de_en"
     state = torch.load(save_dir / "checkpoint_best.pt")  # torch's default, weights_only=True
     assert "model" in state
+
+
+def test_a_model_selected_by_validation_bleu_loads_for_generation(word_task, tmp_path):
+    """--eval-bleu stores numpy arrays in the checkpoint; generation must still load it."""
+    _, data_bin = word_task
+    save_dir = tmp_path / "checkpoints"
+    run_tool(
+        "fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, *PAPER_OPTIMIZER,
+        "--max-tokens", "300", "--max-epoch", "2", "--save-dir", save_dir, "--seed", "1",
+        "--eval-bleu", "--eval-bleu-args", '{"beam": 1}',
+        "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric",
+        "--no-progress-bar", "--log-format", "simple", "--no-epoch-checkpoints",
+    )
+    result = run_tool("fairseq-generate", data_bin, "--user-dir", PLUGIN_DIR,
+                      "--path", save_dir / "checkpoint_best.pt", "--beam", "2", "--max-tokens", "500")
+    assert len([line for line in result.stdout.splitlines() if line.startswith("H-")]) == 40

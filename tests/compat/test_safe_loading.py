@@ -64,3 +64,18 @@ def test_namespaces_load_under_the_default_safe_loader_but_other_globals_do_not(
     with pytest.raises(pickle.UnpicklingError):
         torch.load(foreign)
     assert not (tmp_path / "never").exists()
+
+
+def test_numpy_arrays_in_the_training_state_load(tmp_path):
+    """fairseq-train --eval-bleu keeps n-gram counts as numpy arrays in extra_state."""
+    import argparse
+
+    import numpy
+
+    counts = numpy.array([74, 41, 22, 11], dtype=numpy.int64)
+    checkpoint = tmp_path / "bleu.pt"
+    torch.save({"args": argparse.Namespace(arch="fconv"), "model": {},
+                "extra_state": {"metrics": {"_bleu_counts": counts, "best": numpy.float64(12.5)}}}, checkpoint)
+    state = torch.load(checkpoint)  # torch's default, weights_only=True
+    assert state["extra_state"]["metrics"]["_bleu_counts"].tolist() == [74, 41, 22, 11]
+    assert state["extra_state"]["metrics"]["best"] == 12.5
