@@ -19,6 +19,11 @@ setup(
         "sacrebleu>=2.0",
     ],
     extras_require={"test": ["pytest"]},
-    entry_points={"console_scripts": ["fconv-unk-dict = fconv_plugin.cli.unk_dict:main"]},
+    entry_points={
+        "console_scripts": [
+            "fconv-unk-dict = fconv_plugin.cli.unk_dict:main",
+            "fconv-attention = fconv_plugin.cli.attention:main",
+        ]
+    },
     license="MIT",
 )

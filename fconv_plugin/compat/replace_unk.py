@@ -38,11 +38,16 @@ _context: Dict[str, object] = {"gen_subset": None, "batch_source_words": None}
 
 
 class UnkAlignment:
-    """For each target position of one hypothesis, the source word it attends to most."""
+    """For each target position of one hypothesis, the source word it attends to most.
 
-    def __init__(self, source_positions: List[int], source_words: Optional[List[str]]):
+    ``printed`` is the alignment fairseq computed for ``--print-alignment`` (hard pairs
+    or soft rows, or None), handed back to fairseq's printing after the replacement.
+    """
+
+    def __init__(self, source_positions: List[int], source_words: Optional[List[str]], printed=None):
         self.source_positions = source_positions
         self.source_words = source_words
+        self.printed = printed
 
     def attended_word(self, target_position: int) -> Optional[str]:
         if not self.source_words or target_position >= len(self.source_positions):
@@ -100,7 +105,7 @@ class _UnkAligningGenerator:
                 if hypo["attention"].numel() == 0:
                     raise FConvError("--replace-unk needs the decoder's attention, but the model returned none")
                 positions = attended_source_positions(hypo["attention"], src_tokens[row], pad, eos)
-                hypo["alignment"] = UnkAlignment(positions, words)
+                hypo["alignment"] = UnkAlignment(positions, words, printed=hypo.get("alignment"))
         return hypos
 
 
@@ -155,7 +160,7 @@ def _post_process_prediction(original):
         hypo_str = " ".join(replace_unknown_words(hypo_tokens, alignment, tgt_dict, align_dict, ignore))
         if remove_bpe is not None:
             hypo_str = data_utils.post_process(hypo_str, remove_bpe)
-        return tgt_dict.encode_line(hypo_str, add_if_not_exist=True), hypo_str, alignment
+        return tgt_dict.encode_line(hypo_str, add_if_not_exist=True), hypo_str, alignment.printed
 
     return post_process_prediction
 

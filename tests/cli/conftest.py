@@ -80,3 +80,32 @@ def trained_model(word_task):
         "--seed", "1", "--no-progress-bar", "--log-format", "simple", "--no-epoch-checkpoints",
     )
     return data_bin, save_dir, result.stdout + result.stderr
+
+
+RARE = 400
+
+
+def unk_pair(rng):
+    source, target = [], []
+    for _ in range(rng.randint(4, 8)):
+        w = rng.randrange(20)
+        source.append(f"s{w}"), target.append(f"t{w}")
+    for _ in range(rng.randint(1, 2)):
+        position, r = rng.randrange(len(source) + 1), rng.randrange(RARE)
+        word = (f"r{r}", f"q{r}") if rng.random() < 0.5 else (f"N{r}", f"N{r}")
+        source.insert(position, word[0]), target.insert(position, word[1])
+    return source, target
+
+
+@pytest.fixture(scope="session")
+def unk_model(tmp_path_factory):
+    """A word-level model whose rare words are only ever <unk>: (text dir, data-bin, checkpoint)."""
+    root = tmp_path_factory.mktemp("unk_task")
+    write_corpus(root, unk_pair, sizes=(("train", 1500), ("valid", 60), ("test", 80)), seed=5)
+    data_bin = preprocess(root, root / "data-bin", "--thresholdsrc", "3", "--thresholdtgt", "3")
+    run_tool(
+        "fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, *PAPER_OPTIMIZER,
+        "--dropout", "0.1", "--max-tokens", "400", "--max-epoch", "12", "--save-dir", root / "checkpoints",
+        "--seed", "1", "--no-progress-bar", "--no-epoch-checkpoints",
+    )
+    return root, data_bin, root / "checkpoints" / "checkpoint_best.pt"

@@ -8,37 +8,9 @@ model only ever sees them as <unk>.
 
 import shutil
 
-import pytest
 import sacrebleu
 
-from tests.cli.conftest import PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, preprocess, run_tool, write_corpus
-
-RARE = 400
-
-
-def unk_pair(rng):
-    source, target = [], []
-    for _ in range(rng.randint(4, 8)):
-        w = rng.randrange(20)
-        source.append(f"s{w}"), target.append(f"t{w}")
-    for _ in range(rng.randint(1, 2)):
-        position, r = rng.randrange(len(source) + 1), rng.randrange(RARE)
-        word = (f"r{r}", f"q{r}") if rng.random() < 0.5 else (f"N{r}", f"N{r}")
-        source.insert(position, word[0]), target.insert(position, word[1])
-    return source, target
-
-
-@pytest.fixture(scope="module")
-def unk_model(tmp_path_factory):
-    root = tmp_path_factory.mktemp("unk_task")
-    write_corpus(root, unk_pair, sizes=(("train", 1500), ("valid", 60), ("test", 80)), seed=5)
-    data_bin = preprocess(root, root / "data-bin", "--thresholdsrc", "3", "--thresholdtgt", "3")
-    run_tool(
-        "fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, *PAPER_OPTIMIZER,
-        "--dropout", "0.1", "--max-tokens", "400", "--max-epoch", "12", "--save-dir", root / "checkpoints",
-        "--seed", "1", "--no-progress-bar", "--no-epoch-checkpoints",
-    )
-    return root, data_bin, root / "checkpoints" / "checkpoint_best.pt"
+from tests.cli.conftest import PLUGIN_DIR, run_tool
 
 
 def _hypotheses(generate_output: str):
