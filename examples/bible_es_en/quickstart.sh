@@ -1,79 +1,131 @@
 #!/usr/bin/env bash
 # Quickstart: Spanish -> English ConvS2S on a real parallel corpus, end to end on a CPU.
 #
-#   raw verses -> sacremoses tokenisation -> subword-nmt BPE -> fairseq-preprocess
-#   -> fairseq-train --user-dir fconv_plugin (NAG, momentum 0.99, clip-norm 0.1,
-#      learning rate shrunk on plateau) -> fairseq-generate --beam 5 -> detokenise
-#   -> sacreBLEU next to a copy-the-source baseline -> fairseq-interactive on raw text
+#   raw verses -> Moses tokenisation (fairseq's own --tokenizer moses) -> subword-nmt BPE
+#   -> fairseq-preprocess -> fairseq-train --user-dir fconv_plugin (a fixed number of
+#   updates) -> training curve PNG -> fairseq-generate --beam 5 -> detokenise
+#   -> sacreBLEU and chrF next to a copy-the-source baseline -> fairseq-interactive
 #
 # Data: the Reina-Valera 1909 and King James Bibles (both public domain), aligned by
 # verse, shipped in data/ (see make_corpus.py for where they come from).
-# Run from anywhere after scripts/setup_env.sh; TRAIN_MINUTES (default 7) bounds training.
+#
+# Knobs (environment variables):
+#   UPDATES=N    training updates (default 1000; see README for BLEU at other settings)
+#   RECIPE=adam|nag  adam (default): Adam, learning rate warmed up, then decayed linearly
+#                to 0 at the last update, label smoothing 0.1. nag: the paper's recipe
+#                (NAG, momentum 0.99, lr 0.25 shrunk on plateau); slower to start, see README
+#   WORK_DIR=D   where everything is written (default: runs/<date-time> beside this
+#                script); a WORK_DIR that exists and is not empty is refused, never wiped
+#   SEED=N       training seed (default 1)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 venv=${VENV:-$repo/.venv}
 export PATH="$venv/bin:$PATH"
-work=${WORK_DIR:-$here/work}
-train_minutes=${TRAIN_MINUTES:-7}
+updates=${UPDATES:-1000}
+recipe=${RECIPE:-adam}
+seed=${SEED:-1}
+work=${WORK_DIR:-$here/runs/$(date +%Y%m%d-%H%M%S)}
 start=$(date +%s)
 step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
+fail() { echo "quickstart: error: $*" >&2; exit 1; }
 
-rm -rf "$work" && mkdir -p "$work" && cd "$work"
+case "$updates" in ''|*[!0-9]*) fail "UPDATES must be a whole number of training updates, got '$updates'";; esac
+case "$seed" in ''|*[!0-9]*) fail "SEED must be a whole number, got '$seed'";; esac
+case "$recipe" in
+    adam) optimiser=(--optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.1 --lr 0.003
+                     --lr-scheduler polynomial_decay --warmup-updates "$(( updates / 6 ))"
+                     --total-num-update "$updates" --end-learning-rate 0 --dropout 0.1
+                     --criterion label_smoothed_cross_entropy --label-smoothing 0.1) ;;
+    nag) optimiser=(--optimizer nag --momentum 0.99 --clip-norm 0.1 --lr 0.25
+                    --lr-scheduler reduce_lr_on_plateau --lr-shrink 0.1 --dropout 0.2) ;;
+    *) fail "RECIPE must be adam or nag, got '$recipe'" ;;
+esac
+if [ -e "$work" ] && [ -n "$(ls -A "$work" 2>/dev/null)" ]; then
+    fail "WORK_DIR $work exists and is not empty; choose a new directory (nothing was deleted)"
+fi
+mkdir -p "$work" && cd "$work"
+ln -sfn "$work" "$here/runs/latest" 2>/dev/null || true
+echo "writing to $work"
 
-step "1/7 corpus: split the verse pairs into train / valid / test"
-python "$here/split_corpus.py" "$here/data" . --valid 300 --test 500 --max-words 60
+step "1/8 corpus: split the verse pairs into train / valid / test"
+python "$here/split_corpus.py" "$here/data" . --valid 300 --test 500 --max-words 50
 
-step "2/7 sacremoses tokenisation"
+step "2/8 Moses tokenisation (the tokenizer fairseq-interactive --tokenizer moses runs)"
 for split in train valid test; do
     for lang in es en; do
-        sacremoses -l "$lang" -j 2 tokenize -x < "$split.raw.$lang" > "$split.tok.$lang"
+        python "$here/moses.py" tokenize "$lang" < "$split.raw.$lang" > "$split.tok.$lang" &
     done
+    wait
 done
 
-step "3/7 subword-nmt: joint BPE, 8000 merges"
-cat train.tok.es train.tok.en | subword-nmt learn-bpe -s 8000 > codes
+step "3/8 subword-nmt: joint BPE, 8000 merges"
+cat train.tok.es train.tok.en | subword-nmt learn-bpe -s 8000 > codes 2> learn-bpe.log
 for split in train valid test; do
     for lang in es en; do
-        subword-nmt apply-bpe -c codes < "$split.tok.$lang" > "$split.bpe.$lang"
+        subword-nmt apply-bpe -c codes < "$split.tok.$lang" > "$split.bpe.$lang" &
     done
+    wait
 done
 
-step "4/7 fairseq-preprocess"
+step "4/8 fairseq-preprocess"
 fairseq-preprocess --source-lang es --target-lang en --trainpref train.bpe --validpref valid.bpe \
-    --testpref test.bpe --destdir data-bin --workers 2 --thresholdsrc 2 --thresholdtgt 2 > preprocess.log
-tail -n 4 preprocess.log
+    --testpref test.bpe --destdir data-bin --workers 2 --thresholdsrc 2 --thresholdtgt 2 > preprocess.log 2>&1 \
+    || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed (log: $work/preprocess.log)"; }
+grep -E "Dictionary|train.bpe" preprocess.log | sed 's/^.*preprocess://' | head -n 4
 
-step "5/7 fairseq-train --user-dir fconv_plugin --arch fconv_iwslt_de_en (at most ${train_minutes} min)"
-fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_iwslt_de_en \
-    --optimizer nag --momentum 0.99 --clip-norm 0.1 --lr 0.25 \
-    --lr-scheduler reduce_lr_on_plateau --lr-shrink 0.1 --stop-min-lr 1e-4 \
-    --dropout 0.2 \
-    --max-tokens 3000 --max-epoch 50 --stop-time-hours "$(python -c "print($train_minutes / 60)")" \
-    --validate-interval-updates 400 --save-interval-updates 400 --keep-interval-updates 1 \
-    --no-epoch-checkpoints --save-dir checkpoints --seed 1 \
-    --log-format simple --log-interval 100
+validate_every=$(( (updates + 3) / 4 ))
+step "5/8 fairseq-train --user-dir fconv_plugin --arch fconv_iwslt_de_en: $updates updates, recipe $recipe
+    (progress every 100 updates, validation BLEU every $validate_every)"
+fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_iwslt_de_en "${optimiser[@]}" \
+    --max-tokens 3000 --max-update "$updates" --seed "$seed" \
+    --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" --keep-interval-updates 1 \
+    --no-epoch-checkpoints --save-dir checkpoints \
+    --eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}' \
+    --eval-bleu-detok moses --eval-bleu-remove-bpe \
+    --best-checkpoint-metric bleu --maximize-best-checkpoint-metric \
+    --validate-interval 1000 --log-format simple --log-interval 100 2>&1 | tee train.log \
+    | grep --line-buffered -E "train_inner|\| valid \||done training" \
+    | sed -u -E 's/^.*\| (train_inner|valid) \| //; s/, (nll_loss|ppl|wpb|bsz|gnorm|clip|train_wall|loss_scale)=[^,]*//g' || true
+grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
+python "$here/plot_training.py" train.log training.png "fconv_iwslt_de_en, Bible es-en, $updates updates, $recipe"
 
-step "6/7 fairseq-generate --beam 5 on $(wc -l < test.raw.es) held-out verses, detokenise, score"
+test_verses=$(wc -l < test.raw.es)
+step "6/8 fairseq-generate --beam 5 on $test_verses held-out verses, detokenise, score"
 fairseq-generate data-bin --user-dir "$repo/fconv_plugin" --path checkpoints/checkpoint_best.pt \
-    --gen-subset test --beam 5 --remove-bpe --max-tokens 6000 > generate.out
-grep '^H-' generate.out | sed 's/^H-//' | sort -n -k1,1 | cut -f3 \
-    | sacremoses -l en -j 2 detokenize > test.hyp.en
+    --gen-subset test --beam 5 --remove-bpe --max-tokens 6000 \
+    --log-format simple --log-interval 4 > generate.out 2> generate.log \
+    || { tail -n 20 generate.log; fail "fairseq-generate failed (log: $work/generate.log)"; }
+grep -E "Translated" generate.out | sed 's/^.*generate | //'
+grep '^H-' generate.out | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > test.hyp.tok.en
+python "$here/moses.py" detokenize en < test.hyp.tok.en > test.hyp.en 2>/dev/null
 model_bleu=$(sacrebleu test.raw.en -i test.hyp.en -m bleu -b -w 2)
+model_chrf=$(sacrebleu test.raw.en -i test.hyp.en -m chrf -b -w 2)
 copy_bleu=$(sacrebleu test.raw.en -i test.raw.es -m bleu -b -w 2)
+copy_chrf=$(sacrebleu test.raw.en -i test.raw.es -m chrf -b -w 2)
 echo
-echo "sacreBLEU on the test verses:"
-printf '  %-34s %6s\n' "fconv_plugin (beam 5)" "$model_bleu" "baseline: copy the Spanish source" "$copy_bleu"
-paste -d '\n' <(head -n 3 test.raw.es | sed 's/^/  es:  /') <(head -n 3 test.raw.en | sed 's/^/  ref: /') \
-    <(head -n 3 test.hyp.en | sed 's/^/  hyp: /') /dev/null /dev/null
+echo "on $test_verses held-out verses:            sacreBLEU   chrF"
+printf '  %-37s %6s %6s\n' "fconv_plugin (beam 5)" "$model_bleu" "$model_chrf" \
+    "baseline: copy the Spanish source" "$copy_bleu" "$copy_chrf"
+echo
+echo "examples (every 100th test verse):"
+for n in 1 101 201 301 401; do
+    printf '  es:  %s\n  ref: %s\n  hyp: %s\n\n' "$(sed -n "${n}p" test.raw.es)" "$(sed -n "${n}p" test.raw.en)" \
+        "$(sed -n "${n}p" test.hyp.en)"
+done
 
-step "7/7 fairseq-interactive on raw sentences (moses tokenizer + subword-nmt BPE)"
+step "7/8 fairseq-interactive on raw sentences (moses tokenizer + subword-nmt BPE)"
 printf '%s\n' "Y dijo Dios: Sea la luz: y fué la luz." "El Señor es mi pastor; nada me faltará." \
-    "Porque de tal manera amó Dios al mundo." \
+    "Porque de tal manera amó Dios al mundo, que ha dado á su Hijo unigénito." \
 | fairseq-interactive data-bin --user-dir "$repo/fconv_plugin" --path checkpoints/checkpoint_best.pt \
     --source-lang es --target-lang en --beam 5 \
-    --tokenizer moses --bpe subword_nmt --bpe-codes codes 2>/dev/null | grep -E '^(S|D)-'
+    --tokenizer moses --bpe subword_nmt --bpe-codes codes 2> interactive.log > interactive.out \
+    || { tail -n 20 interactive.log; fail "fairseq-interactive failed (log: $work/interactive.log)"; }
+grep -E '^(S|D)-' interactive.out | cut -f1,3 | sed 's/^/  /'
 
+step "8/8 outputs"
+echo "  curve: $work/training.png   model: $work/checkpoints/checkpoint_best.pt"
+echo "  translations: $work/test.hyp.en   logs: $work/{train,generate,interactive}.log"
 echo
 echo "quickstart finished in $(( $(date +%s) - start )) s: BLEU $model_bleu vs copy baseline $copy_bleu"
 python -c "import sys; sys.exit(0 if float('$model_bleu') > float('$copy_bleu') + 3 else 'the model did not beat the baseline')"
