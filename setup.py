@@ -17,6 +17,8 @@ setup(
         "sacremoses",
         "subword-nmt",
         "sacrebleu>=2.0",
+        "matplotlib",  # fconv-attention and the examples' training curves
+        "rouge-score",  # the summarisation example
     ],
     extras_require={"test": ["pytest"]},
     entry_points={

@@ -23,6 +23,6 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 "${pip[@]}" install --quiet "numpy>=1.24" "cython>=3" "setuptools>=68" wheel
 "${pip[@]}" install --quiet --no-build-isolation --no-deps fairseq-fixed==0.12.3.1
 "${pip[@]}" install --quiet hydra-core==1.3.2 omegaconf==2.3.0 bitarray cffi regex tqdm packaging \
-    scikit-learn "sacrebleu>=2.0" sacremoses subword-nmt pytest
+    scikit-learn "sacrebleu>=2.0" sacremoses subword-nmt matplotlib rouge-score pytest
 "${pip[@]}" install --quiet --no-deps --no-build-isolation -e "$repo_root"
 "$venv/bin/python" -c "import fairseq, torch, fconv_plugin; print('fconv_plugin ready: torch', torch.__version__, 'fairseq', fairseq.__version__)"
