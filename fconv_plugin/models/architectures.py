@@ -68,10 +68,21 @@ def fconv_wmt_en_fr(args: Namespace) -> None:
     _wmt_architecture(args, WMT_EN_FR_LAYERS)
 
 
+def fconv_gigaword(args: Namespace) -> None:
+    """Abstractive summarisation (§5.4, Gigaword/DUC-2004): 6 + 6 layers of 256 units."""
+    _default(args, "encoder_embed_dim", 256)
+    _default(args, "encoder_layers", "[(256, 3)] * 6")
+    _default(args, "decoder_embed_dim", 256)
+    _default(args, "decoder_layers", "[(256, 3)] * 6")
+    _default(args, "decoder_out_embed_dim", 256)
+    base_architecture(args)
+
+
 ARCHITECTURES: Dict[str, Callable[[Namespace], None]] = {
     "fconv": base_architecture,
     "fconv_iwslt_de_en": fconv_iwslt_de_en,
     "fconv_wmt_en_ro": fconv_wmt_en_ro,
     "fconv_wmt_en_de": fconv_wmt_en_de,
     "fconv_wmt_en_fr": fconv_wmt_en_fr,
+    "fconv_gigaword": fconv_gigaword,
 }

@@ -13,16 +13,24 @@ from fconv_plugin.models import ARCHITECTURES, FConvModel
 
 PLUGIN_DIR = os.path.dirname(fconv_plugin.__file__)
 FAIRSEQ_NAMES = ["fconv", "fconv_iwslt_de_en", "fconv_wmt_en_ro", "fconv_wmt_en_de", "fconv_wmt_en_fr"]
+PLUGIN_ONLY_NAMES = ["fconv_gigaword"]  # the paper's summarisation model (§5.4); fairseq has none
 
 
 def test_every_fconv_arch_builds_the_plugin_class_after_import_user_module():
     fairseq_utils.import_user_module(argparse.Namespace(user_dir=PLUGIN_DIR))
     assert fairseq_models.MODEL_REGISTRY["fconv"] is FConvModel
-    assert sorted(ARCHITECTURES) == sorted(FAIRSEQ_NAMES)
-    for arch in FAIRSEQ_NAMES:
+    assert sorted(ARCHITECTURES) == sorted(FAIRSEQ_NAMES + PLUGIN_ONLY_NAMES)
+    for arch in FAIRSEQ_NAMES + PLUGIN_ONLY_NAMES:
         assert fairseq_models.ARCH_MODEL_REGISTRY[arch] is FConvModel
         assert fairseq_models.ARCH_CONFIG_REGISTRY[arch] is ARCHITECTURES[arch]
-    assert sorted(fairseq_models.ARCH_MODEL_INV_REGISTRY["fconv"]) == sorted(FAIRSEQ_NAMES)
+    assert sorted(fairseq_models.ARCH_MODEL_INV_REGISTRY["fconv"]) == sorted(FAIRSEQ_NAMES + PLUGIN_ONLY_NAMES)
+
+
+def test_the_summarisation_architecture_is_the_papers_6_plus_6_layers_of_256():
+    args = argparse.Namespace()
+    ARCHITECTURES["fconv_gigaword"](args)
+    assert args.encoder_layers == args.decoder_layers == "[(256, 3)] * 6"
+    assert args.encoder_embed_dim == args.decoder_embed_dim == args.decoder_out_embed_dim == 256
 
 
 def test_a_fresh_process_logs_the_replacement_once():

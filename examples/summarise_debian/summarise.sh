@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Abstractive summarisation with ConvS2S, end to end on a CPU: Debian package
+# descriptions -> their one-line synopses (the paper's second task, §5.4).
+#
+#   shipped pairs -> split by source package, Moses tokenisation, lower case
+#   -> subword-nmt BPE (joint) -> fairseq-preprocess --joined-dictionary
+#   -> fairseq-train --user-dir fconv_plugin --arch fconv_gigaword (a fixed number of
+#      updates) -> generation settings chosen on the validation set
+#   -> fairseq-generate on the test set -> ROUGE (rouge-score) next to lead baselines
+#
+# Knobs (environment variables):
+#   UPDATES=N    training updates (default 1500)
+#   WORK_DIR=D   where everything is written (default: runs/<date-time> beside this
+#                script); a WORK_DIR that exists and is not empty is refused, never wiped
+#   SEED=N       training seed (default 1)
+#   VALID=N TEST=N   held-out pairs (defaults 1000 and 1500; tests use fewer)
+#   ARCH_ARGS="..."  extra model options (tests use a tiny model)
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+venv=${VENV:-$repo/.venv}
+export PATH="$venv/bin:$PATH"
+updates=${UPDATES:-1500}
+seed=${SEED:-1}
+n_valid=${VALID:-1000}
+n_test=${TEST:-1500}
+corpus=${CORPUS:-$here/data/descriptions.tsv.xz}
+work=${WORK_DIR:-$here/runs/$(date +%Y%m%d-%H%M%S)}
+start=$(date +%s)
+step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
+fail() { echo "summarise: error: $*" >&2; exit 1; }
+
+for knob in UPDATES SEED VALID TEST; do
+    value=${!knob:-1}
+    case "$value" in ''|*[!0-9]*) fail "$knob must be a whole number, got '$value'";; esac
+done
+if [ -e "$work" ] && [ -n "$(ls -A "$work" 2>/dev/null)" ]; then
+    fail "WORK_DIR $work exists and is not empty; choose a new directory (nothing was deleted)"
+fi
+mkdir -p "$work" && cd "$work"
+echo "writing to $work"
+
+step "1/6 split by source package, tokenise (fairseq's --tokenizer moses), lower-case"
+python "$here/prepare.py" "$corpus" . --valid "$n_valid" --test "$n_test" --max-source-words 80 2> prepare.log \
+    || { cat prepare.log; fail "prepare.py failed"; }
+
+step "2/6 subword-nmt joint BPE (10000 merges), fairseq-preprocess --joined-dictionary"
+cat train.desc train.syn | subword-nmt learn-bpe -s 10000 > codes 2> learn-bpe.log
+for split in train valid test; do
+    for side in desc syn; do
+        subword-nmt apply-bpe -c codes < "$split.$side" > "$split.bpe.$side" &
+    done
+    wait
+done
+fairseq-preprocess --source-lang desc --target-lang syn --trainpref train.bpe --validpref valid.bpe \
+    --testpref test.bpe --destdir data-bin --joined-dictionary --thresholdsrc 2 --workers 2 \
+    > preprocess.log 2>&1 || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed"; }
+grep -E "Dictionary|train.bpe" preprocess.log | sed 's/^.*preprocess://' | head -n 3
+
+step "3/6 fairseq-train --arch fconv_gigaword: $updates updates (progress every 100)"
+# shellcheck disable=SC2086
+fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_gigaword ${ARCH_ARGS:-} \
+    --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.1 --lr 0.002 \
+    --lr-scheduler polynomial_decay --warmup-updates "$(( updates / 8 ))" --total-num-update "$updates" \
+    --end-learning-rate 0 --criterion label_smoothed_cross_entropy --label-smoothing 0.1 \
+    --dropout 0.1 --max-tokens 4000 --max-update "$updates" --seed "$seed" \
+    --validate-interval-updates "$(( (updates + 2) / 3 ))" --save-interval-updates "$(( (updates + 2) / 3 ))" \
+    --keep-interval-updates 1 --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000 \
+    --log-format simple --log-interval 100 2>&1 | tee train.log \
+    | grep --line-buffered -E "train_inner|\| valid \||done training" \
+    | sed -u -E 's/^.*\| (train_inner|valid) \| //; s/, (nll_loss|ppl|wpb|bsz|gnorm|clip|train_wall|loss_scale)=[^,]*//g' || true
+grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
+
+generate() {  # generate SUBSET OUT extra-options...: detokenised summaries, one per line, in order
+    local subset=$1 out=$2
+    shift 2
+    fairseq-generate data-bin --user-dir "$repo/fconv_plugin" --path checkpoints/checkpoint_best.pt \
+        --gen-subset "$subset" --beam 5 --remove-bpe --max-tokens 8000 --max-len-b 40 "$@" \
+        > "$out.generate" 2> "$out.log" || { tail -n 20 "$out.log"; fail "fairseq-generate failed (log: $work/$out.log)"; }
+    grep '^H-' "$out.generate" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 \
+        | python "$repo/examples/bible_es_en/moses.py" detokenize en > "$out" 2>/dev/null
+}
+
+step "4/6 generation settings, chosen by ROUGE-L F1 on the $(wc -l < valid.syn) validation pairs"
+best_setting="" best_rouge_l=-1
+for min_len in 1 4; do
+    for no_repeat in 0 2; do
+        for lenpen in 1.0 1.5; do
+            setting="--min-len $min_len --no-repeat-ngram-size $no_repeat --lenpen $lenpen"
+            # shellcheck disable=SC2086
+            generate valid "valid.hyp" $setting
+            rouge_l=$(python "$here/score.py" valid.raw.syn valid.hyp --json \
+                | python -c "import json, sys; print(round(json.load(sys.stdin)['rougeL_f1'], 2))")
+            printf '  %-52s ROUGE-L F1 %s\n' "$setting" "$rouge_l"
+            if python -c "import sys; sys.exit(0 if $rouge_l > $best_rouge_l else 1)"; then
+                best_setting=$setting best_rouge_l=$rouge_l
+            fi
+        done
+    done
+done
+echo "  chosen: $best_setting"
+
+step "5/6 fairseq-generate --beam 5 $best_setting on $(wc -l < test.syn) test pairs, ROUGE"
+# shellcheck disable=SC2086
+generate test test.hyp $best_setting
+typical=$(python -c "import statistics; print(round(statistics.median(len(l.split()) for l in open('train.syn'))))")
+model=$(python "$here/score.py" test.raw.syn test.hyp --json)
+lead=$(python "$here/score.py" test.raw.syn --lead "$typical" test.raw.desc --json)
+first=$(python "$here/score.py" test.raw.syn --first "$typical" test.raw.desc --json)
+python - "$model" "$lead" "$first" "$typical" <<'EOF'
+import json, sys
+model, lead, first = (json.loads(a) for a in sys.argv[1:4])
+n = sys.argv[4]
+print(f"{'':44s} ROUGE-1/2/L F1        75-byte recall R-1/2/L")
+for name, s in ((f"fconv_gigaword (beam 5)", model), (f"lead: first sentence cut to {n} words", lead),
+                (f"first {n} words", first)):
+    print(f"  {name:42s} {s['rouge1_f1']:5.2f}/{s['rouge2_f1']:5.2f}/{s['rougeL_f1']:5.2f}"
+          f"     {s['rouge1_r75']:5.2f}/{s['rouge2_r75']:5.2f}/{s['rougeL_r75']:5.2f}")
+EOF
+echo
+echo "examples (every 300th test pair):"
+for n in 1 301 601 901 1201; do
+    [ "$n" -le "$(wc -l < test.hyp)" ] || break
+    printf '  description: %.160s...\n  synopsis:    %s\n  model:       %s\n\n' "$(sed -n "${n}p" test.raw.desc)" \
+        "$(sed -n "${n}p" test.raw.syn)" "$(sed -n "${n}p" test.hyp)"
+done
+
+step "6/6 outputs"
+echo "  model: $work/checkpoints/checkpoint_best.pt   summaries: $work/test.hyp   logs: $work/*.log"
+echo
+f1() { python -c "import json, sys; s = json.loads(sys.argv[1]); print('/'.join(f'{s[m]:.2f}' for m in ('rouge1_f1', 'rouge2_f1', 'rougeL_f1')))" "$1"; }
+echo "summarisation finished in $(( $(date +%s) - start )) s: ROUGE-1/2/L F1 $(f1 "$model") vs lead $(f1 "$lead")"

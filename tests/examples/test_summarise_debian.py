@@ -1,0 +1,63 @@
+"""The summarisation example end to end on a few hundred pairs and a tiny model."""
+
+import lzma
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "summarise_debian"
+TINY_MODEL = ("--encoder-layers '[(32, 3)] * 2' --decoder-layers '[(32, 3)] * 2' --encoder-embed-dim 32 "
+              "--decoder-embed-dim 32 --decoder-out-embed-dim 32")
+
+
+@pytest.fixture(scope="module")
+def tiny_corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("summarise")
+    with lzma.open(EXAMPLE / "data" / "descriptions.tsv.xz", "rt", encoding="utf-8") as f:
+        rows = [next(f) for _ in range(700)]
+    corpus = root / "tiny.tsv.xz"
+    with lzma.open(corpus, "wt", encoding="utf-8") as f:
+        f.writelines(rows)
+    return root, corpus
+
+
+def test_prepare_keeps_each_source_package_in_one_split(tiny_corpus):
+    root, corpus = tiny_corpus
+    out = root / "prepared"
+    subprocess.run([sys.executable, EXAMPLE / "prepare.py", corpus, out, "--valid", "60", "--test", "80"],
+                   check=True, capture_output=True)
+    packages = {split: (out / f"{split}.package").read_text(encoding="utf-8").splitlines()
+                for split in ("train", "valid", "test")}
+    assert len(packages["valid"]) >= 60 and len(packages["test"]) >= 80
+    for a, b in (("train", "valid"), ("train", "test"), ("valid", "test")):
+        assert not set(packages[a]) & set(packages[b]), (a, b)
+    synopses = (out / "test.raw.syn").read_text(encoding="utf-8").splitlines()
+    assert len(synopses) == len(packages["test"])
+    n_train = len((out / "train.syn").read_text(encoding="utf-8").splitlines())
+    n_valid = len((out / "valid.syn").read_text(encoding="utf-8").splitlines())
+    n_test = len((out / "test.syn").read_text(encoding="utf-8").splitlines())
+    assert n_train + n_valid + n_test == 700
+
+
+def test_the_script_runs_end_to_end_and_ends_with_the_rouge_line(tiny_corpus):
+    root, corpus = tiny_corpus
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "CORPUS": str(corpus), "UPDATES": "30",
+           "VALID": "40", "TEST": "40", "WORK_DIR": str(root / "run"), "ARCH_ARGS": TINY_MODEL,
+           "VENV": str(Path(sys.executable).parent.parent)}
+    result = subprocess.run(["bash", EXAMPLE / "summarise.sh"], env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    last = result.stdout.strip().splitlines()[-1]
+    match = re.fullmatch(r"summarisation finished in \d+ s: ROUGE-1/2/L F1 ([\d.]+)/([\d.]+)/([\d.]+) "
+                         r"vs lead ([\d.]+)/([\d.]+)/([\d.]+)", last)
+    assert match, last
+    assert all(0 <= float(x) <= 100 for x in match.groups())
+    assert "chosen: --min-len" in result.stdout
+    hypotheses = (root / "run" / "test.hyp").read_text(encoding="utf-8").splitlines()
+    assert len(hypotheses) == len((root / "run" / "test.raw.syn").read_text(encoding="utf-8").splitlines())
+
+    again = subprocess.run(["bash", EXAMPLE / "summarise.sh"], env=env, capture_output=True, text=True, timeout=60)
+    assert again.returncode != 0 and "exists and is not empty" in again.stderr  # nothing overwritten
