@@ -10,7 +10,7 @@
 # verse, shipped in data/ (see make_corpus.py for where they come from).
 #
 # Knobs (environment variables):
-#   UPDATES=N    training updates (default 1000; see README for BLEU at other settings)
+#   UPDATES=N    training updates (default 600; see README for BLEU at other settings)
 #   RECIPE=adam|nag  adam (default): Adam, learning rate warmed up, then decayed linearly
 #                to 0 at the last update, label smoothing 0.1. nag: the paper's recipe
 #                (NAG, momentum 0.99, lr 0.25 shrunk on plateau); slower to start, see README
@@ -22,7 +22,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 venv=${VENV:-$repo/.venv}
 export PATH="$venv/bin:$PATH"
-updates=${UPDATES:-1000}
+updates=${UPDATES:-600}
 recipe=${RECIPE:-adam}
 seed=${SEED:-1}
 work=${WORK_DIR:-$here/runs/$(date +%Y%m%d-%H%M%S)}
@@ -72,7 +72,7 @@ step "4/8 fairseq-preprocess"
 fairseq-preprocess --source-lang es --target-lang en --trainpref train.bpe --validpref valid.bpe \
     --testpref test.bpe --destdir data-bin --workers 2 --thresholdsrc 2 --thresholdtgt 2 > preprocess.log 2>&1 \
     || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed (log: $work/preprocess.log)"; }
-grep -E "Dictionary|train.bpe" preprocess.log | sed 's/^.*preprocess://' | head -n 4
+grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" | head -n 4
 
 validate_every=$(( (updates + 3) / 4 ))
 step "5/8 fairseq-train --user-dir fconv_plugin --arch fconv_iwslt_de_en: $updates updates, recipe $recipe

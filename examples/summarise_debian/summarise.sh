@@ -13,7 +13,7 @@
 #   WORK_DIR=D   where everything is written (default: runs/<date-time> beside this
 #                script); a WORK_DIR that exists and is not empty is refused, never wiped
 #   SEED=N       training seed (default 1)
-#   VALID=N TEST=N   held-out pairs (defaults 1000 and 1500; tests use fewer)
+#   VALID=N TEST=N   held-out pairs (defaults 500 and 1500; tests use fewer)
 #   ARCH_ARGS="..."  extra model options (tests use a tiny model)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -22,7 +22,7 @@ venv=${VENV:-$repo/.venv}
 export PATH="$venv/bin:$PATH"
 updates=${UPDATES:-1500}
 seed=${SEED:-1}
-n_valid=${VALID:-1000}
+n_valid=${VALID:-500}
 n_test=${TEST:-1500}
 corpus=${CORPUS:-$here/data/descriptions.tsv.xz}
 work=${WORK_DIR:-$here/runs/$(date +%Y%m%d-%H%M%S)}
@@ -55,7 +55,7 @@ done
 fairseq-preprocess --source-lang desc --target-lang syn --trainpref train.bpe --validpref valid.bpe \
     --testpref test.bpe --destdir data-bin --joined-dictionary --thresholdsrc 2 --workers 2 \
     > preprocess.log 2>&1 || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed"; }
-grep -E "Dictionary|train.bpe" preprocess.log | sed 's/^.*preprocess://' | head -n 3
+grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" | head -n 3
 
 step "3/6 fairseq-train --arch fconv_gigaword: $updates updates (progress every 100)"
 # shellcheck disable=SC2086
