@@ -78,7 +78,7 @@ validate_every=$(( (updates + 3) / 4 ))
 step "5/8 fairseq-train --user-dir fconv_plugin --arch fconv_iwslt_de_en: $updates updates, recipe $recipe
     (progress every 100 updates, validation BLEU every $validate_every)"
 fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_iwslt_de_en "${optimiser[@]}" \
-    --max-tokens 3000 --max-update "$updates" --seed "$seed" \
+    --max-tokens 3000 --max-update "$updates" --seed "$seed" --required-batch-size-multiple 1 \
     --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" --keep-interval-updates 1 \
     --no-epoch-checkpoints --save-dir checkpoints \
     --eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}' \
@@ -93,11 +93,15 @@ python "$here/plot_training.py" train.log training.png "fconv_iwslt_de_en, Bible
 test_verses=$(wc -l < test.raw.es)
 step "6/8 fairseq-generate --beam 5 on $test_verses held-out verses, detokenise, score"
 fairseq-generate data-bin --user-dir "$repo/fconv_plugin" --path checkpoints/checkpoint_best.pt \
-    --gen-subset test --beam 5 --remove-bpe --max-tokens 6000 \
+    --gen-subset test --beam 5 --remove-bpe --max-tokens 6000 --required-batch-size-multiple 1 \
     --log-format simple --log-interval 4 > generate.out 2> generate.log \
     || { tail -n 20 generate.log; fail "fairseq-generate failed (log: $work/generate.log)"; }
-grep -E "Translated" generate.out | sed 's/^.*generate | //'
+grep -E "Translated" generate.log | sed 's/^.*generate://' || true
 grep '^H-' generate.out | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > test.hyp.tok.en
+# fairseq drops a last batch smaller than --required-batch-size-multiple (8 by default,
+# fairseq issue #5036); the option above keeps it: every verse must be translated
+[ "$(wc -l < test.hyp.tok.en)" -eq "$test_verses" ] \
+    || fail "fairseq-generate translated $(wc -l < test.hyp.tok.en) of $test_verses verses (log: $work/generate.log)"
 python "$here/moses.py" detokenize en < test.hyp.tok.en > test.hyp.en 2>/dev/null
 model_bleu=$(sacrebleu test.raw.en -i test.hyp.en -m bleu -b -w 2)
 model_chrf=$(sacrebleu test.raw.en -i test.hyp.en -m chrf -b -w 2)
@@ -121,7 +125,7 @@ printf '%s\n' "Y dijo Dios: Sea la luz: y fué la luz." "El Señor es mi pastor;
     --source-lang es --target-lang en --beam 5 \
     --tokenizer moses --bpe subword_nmt --bpe-codes codes 2> interactive.log > interactive.out \
     || { tail -n 20 interactive.log; fail "fairseq-interactive failed (log: $work/interactive.log)"; }
-grep -E '^(S|D)-' interactive.out | cut -f1,3 | sed 's/^/  /'
+awk -F'\t' '/^S-/ { print "  es:  " $2 } /^D-/ { print "  en:  " $3 "\n" }' interactive.out
 
 step "8/8 outputs"
 echo "  curve: $work/training.png   model: $work/checkpoints/checkpoint_best.pt"

@@ -63,7 +63,7 @@ fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_gigaword ${A
     --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.1 --lr 0.002 \
     --lr-scheduler polynomial_decay --warmup-updates "$(( updates / 8 ))" --total-num-update "$updates" \
     --end-learning-rate 0 --criterion label_smoothed_cross_entropy --label-smoothing 0.1 \
-    --dropout 0.1 --max-tokens 4000 --max-update "$updates" --seed "$seed" \
+    --dropout 0.1 --max-tokens 4000 --max-update "$updates" --seed "$seed" --required-batch-size-multiple 1 \
     --validate-interval-updates "$(( (updates + 2) / 3 ))" --save-interval-updates "$(( (updates + 2) / 3 ))" \
     --keep-interval-updates 1 --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000 \
     --log-format simple --log-interval 100 2>&1 | tee train.log \
@@ -75,10 +75,14 @@ generate() {  # generate SUBSET OUT extra-options...: detokenised summaries, one
     local subset=$1 out=$2
     shift 2
     fairseq-generate data-bin --user-dir "$repo/fconv_plugin" --path checkpoints/checkpoint_best.pt \
-        --gen-subset "$subset" --beam 5 --remove-bpe --max-tokens 8000 --max-len-b 40 "$@" \
+        --gen-subset "$subset" --beam 5 --remove-bpe --max-tokens 8000 --max-len-b 40 \
+        --required-batch-size-multiple 1 "$@" \
         > "$out.generate" 2> "$out.log" || { tail -n 20 "$out.log"; fail "fairseq-generate failed (log: $work/$out.log)"; }
     grep '^H-' "$out.generate" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 \
         | python "$repo/examples/bible_es_en/moses.py" detokenize en > "$out" 2>/dev/null
+    # fairseq drops a last batch smaller than --required-batch-size-multiple (issue #5036)
+    [ "$(wc -l < "$out")" -eq "$(wc -l < "$subset.syn")" ] \
+        || fail "fairseq-generate summarised $(wc -l < "$out") of $(wc -l < "$subset.syn") $subset pairs"
 }
 
 step "4/6 generation settings, chosen by ROUGE-L F1 on the $(wc -l < valid.syn) validation pairs"
