@@ -9,7 +9,7 @@
 #   -> fairseq-generate on the test set -> ROUGE (rouge-score) next to lead baselines
 #
 # Knobs (environment variables):
-#   UPDATES=N    training updates (default 1500)
+#   UPDATES=N    training updates (default 700)
 #   WORK_DIR=D   where everything is written (default: runs/<date-time> beside this
 #                script); a WORK_DIR that exists and is not empty is refused, never wiped
 #   SEED=N       training seed (default 1)
@@ -20,7 +20,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 venv=${VENV:-$repo/.venv}
 export PATH="$venv/bin:$PATH"
-updates=${UPDATES:-1500}
+updates=${UPDATES:-700}
 seed=${SEED:-1}
 n_valid=${VALID:-500}
 n_test=${TEST:-1500}
