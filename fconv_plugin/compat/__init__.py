@@ -8,10 +8,11 @@ the plugin is imported (``--user-dir fconv_plugin``):
 - replace_unk: ``--replace-unk`` works as in the paper (fairseq issue #3533);
 - interactive_input: bad input lines get one clear message each;
 - distributed_cpu: torchrun workers start on machines without GPUs;
+- ngram_blocking: ``--no-repeat-ngram-size`` blocks repeats on CPUs too;
 - cli_errors: the plugin's errors print as one line, without a traceback.
 """
 
-from . import atomic_checkpoints, cli_errors, distributed_cpu, interactive_input, replace_unk, safe_loading
+from . import atomic_checkpoints, cli_errors, distributed_cpu, interactive_input, ngram_blocking, replace_unk, safe_loading
 
 
 def install() -> None:
@@ -21,4 +22,5 @@ def install() -> None:
     interactive_input.install()  # before replace_unk, which wraps make_batches again
     replace_unk.install()
     distributed_cpu.install()
+    ngram_blocking.install()
     cli_errors.install()
