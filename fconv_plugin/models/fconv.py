@@ -38,8 +38,25 @@ from .checkpoint_compat import check_dictionary_sizes, upgrade_decoder_weight_no
 from .pretrained_embeddings import load_pretrained_embeddings
 
 
+# fairseq's published ConvS2S models, by the names its own fconv registers with the hub
+PUBLISHED_MODELS = {
+    "conv.wmt14.en-fr": "wmt14.v2.en-fr.fconv-py.tar.bz2",
+    "conv.wmt14.en-de": "wmt14.en-de.fconv-py.tar.bz2",
+    "conv.wmt17.en-de": "wmt17.v2.en-de.fconv-py.tar.bz2",
+}
+PUBLISHED_MODELS_URL = "https://dl.fbaipublicfiles.com/fairseq/models/"
+
+
 class FConvModel(FairseqEncoderDecoderModel):
     """Convolutional sequence to sequence model (Gehring et al. 2017)."""
+
+    @classmethod
+    def hub_models(cls):
+        """Names ``from_pretrained`` resolves, as with fairseq's fconv (Moses + subword-nmt BPE)."""
+        return {
+            name: {"path": PUBLISHED_MODELS_URL + archive, "tokenizer": "moses", "bpe": "subword_nmt"}
+            for name, archive in PUBLISHED_MODELS.items()
+        }
 
     def __init__(self, encoder: "FConvEncoder", decoder: "FConvDecoder"):
         super().__init__(encoder, decoder)

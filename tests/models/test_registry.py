@@ -46,3 +46,10 @@ def test_a_fresh_process_logs_the_replacement_once():
     replaced = [line for line in result.stderr.splitlines() if "replaced fairseq.models.fconv.FConvModel" in line]
     assert len(replaced) == 1
     assert "fconv_wmt_en_de" in replaced[0]
+
+
+def test_the_published_model_names_resolve_as_with_fairseqs_fconv():
+    from fairseq.models import fconv as reference_fconv
+
+    assert FConvModel.hub_models() == reference_fconv.FConvModel.hub_models()
+    assert "conv.wmt14.en-de" in FConvModel.hub_models()
