@@ -120,12 +120,13 @@ done
 
 step "7/8 fairseq-interactive on raw sentences (moses tokenizer + subword-nmt BPE)"
 printf '%s\n' "Y dijo Dios: Sea la luz: y fué la luz." "El Señor es mi pastor; nada me faltará." \
-    "Porque de tal manera amó Dios al mundo, que ha dado á su Hijo unigénito." \
-| fairseq-interactive data-bin --user-dir "$repo/fconv_plugin" --path checkpoints/checkpoint_best.pt \
+    "Porque de tal manera amó Dios al mundo, que ha dado á su Hijo unigénito." > interactive.in
+fairseq-interactive data-bin --user-dir "$repo/fconv_plugin" --path checkpoints/checkpoint_best.pt \
     --source-lang es --target-lang en --beam 5 \
-    --tokenizer moses --bpe subword_nmt --bpe-codes codes 2> interactive.log > interactive.out \
+    --tokenizer moses --bpe subword_nmt --bpe-codes codes < interactive.in 2> interactive.log > interactive.out \
     || { tail -n 20 interactive.log; fail "fairseq-interactive failed (log: $work/interactive.log)"; }
-awk -F'\t' '/^S-/ { print "  es:  " $2 } /^D-/ { print "  en:  " $3 "\n" }' interactive.out
+grep '^D-' interactive.out | sed 's/^D-//' | sort -n -k1,1 | cut -f3 \
+    | paste -d '\n' <(sed 's/^/  es:  /' interactive.in) <(sed 's/^/  en:  /') <(sed 's/.*//' interactive.in)
 
 step "8/8 outputs"
 echo "  curve: $work/training.png   model: $work/checkpoints/checkpoint_best.pt"

@@ -41,7 +41,7 @@ mkdir -p "$work" && cd "$work"
 echo "writing to $work"
 
 step "1/6 split by source package, tokenise (fairseq's --tokenizer moses), lower-case"
-python "$here/prepare.py" "$corpus" . --valid "$n_valid" --test "$n_test" --max-source-words 80 2> prepare.log \
+python "$here/prepare.py" "$corpus" . --valid "$n_valid" --test "$n_test" --max-source-words 40 2> prepare.log \
     || { cat prepare.log; fail "prepare.py failed"; }
 
 step "2/6 subword-nmt joint BPE (10000 merges), fairseq-preprocess --joined-dictionary"
@@ -60,7 +60,7 @@ grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" |
 step "3/6 fairseq-train --arch fconv_gigaword: $updates updates (progress every 100)"
 # shellcheck disable=SC2086
 fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_gigaword ${ARCH_ARGS:-} \
-    --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.1 --lr 0.002 \
+    --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.1 --lr 0.003 \
     --lr-scheduler polynomial_decay --warmup-updates "$(( updates / 8 ))" --total-num-update "$updates" \
     --end-learning-rate 0 --criterion label_smoothed_cross_entropy --label-smoothing 0.1 \
     --dropout 0.1 --max-tokens 4000 --max-update "$updates" --seed "$seed" --required-batch-size-multiple 1 \
