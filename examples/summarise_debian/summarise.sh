@@ -14,7 +14,8 @@
 #                script); a WORK_DIR that exists and is not empty is refused, never wiped
 #   SEED=N       training seed (default 1)
 #   VALID=N TEST=N   held-out pairs (defaults 500 and 1500; tests use fewer)
-#   ARCH_ARGS="..."  extra model options (tests use a tiny model)
+#   ARCH_ARGS="..."  extra model options, split at spaces, never globbed or evaluated
+#                (tests use a tiny model: "--encoder-layers [(32,3)]*2 ...")
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -58,8 +59,8 @@ fairseq-preprocess --source-lang desc --target-lang syn --trainpref train.bpe --
 grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" | head -n 3
 
 step "3/6 fairseq-train --arch fconv_gigaword: $updates updates (progress every 100)"
-# shellcheck disable=SC2086
-fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_gigaword ${ARCH_ARGS:-} \
+read -r -a arch_args <<< "${ARCH_ARGS:-}"
+fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_gigaword "${arch_args[@]}" \
     --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.1 --lr 0.003 \
     --lr-scheduler polynomial_decay --warmup-updates "$(( updates / 8 ))" --total-num-update "$updates" \
     --end-learning-rate 0 --criterion label_smoothed_cross_entropy --label-smoothing 0.1 \

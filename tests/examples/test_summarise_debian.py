@@ -10,7 +10,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "summarise_debian"
-TINY_MODEL = ("--encoder-layers '[(32, 3)] * 2' --decoder-layers '[(32, 3)] * 2' --encoder-embed-dim 32 "
+TINY_MODEL = ("--encoder-layers [(32,3)]*2 --decoder-layers [(32,3)]*2 --encoder-embed-dim 32 "
               "--decoder-embed-dim 32 --decoder-out-embed-dim 32")
 
 
