@@ -61,8 +61,10 @@ def test_generate_prints_the_argmax_of_the_averaged_attention(trained_model):
         assert [src for src, _ in alignment] == expected, sentence_id
 
 
-def test_print_alignment_together_with_replace_unk(unk_model):
-    root, data_bin, checkpoint = unk_model
+def test_print_alignment_together_with_replace_unk(unk_model, tmp_path):
+    root, shared_data_bin, checkpoint = unk_model
+    data_bin = tmp_path / "data-bin"  # a copy: other tests need the shared one without the raw text
+    shutil.copytree(shared_data_bin, data_bin)
     sources = (root / "test.src").read_text().splitlines()[:10]
     common = ["--user-dir", PLUGIN_DIR, "--path", checkpoint, "--beam", "5", "--print-alignment", "--replace-unk"]
     interactive = run_tool("fairseq-interactive", data_bin, *common, "--source-lang", "src", "--target-lang", "tgt",
