@@ -3,6 +3,14 @@ import warnings
 import pytest
 import torch
 
+from fconv_plugin import compat
+
+# Tests that run fairseq in this process (loading checkpoints, beam search with
+# n-gram blocking) see it as fairseq's commands do with --user-dir fconv_plugin.
+# What importing the plugin alone does is tested in fresh processes
+# (tests/compat/test_install.py).
+compat.install()
+
 # fairseq's reference model uses torch's deprecated weight_norm; keep test output readable.
 warnings.filterwarnings("ignore", category=FutureWarning)
 

@@ -8,6 +8,7 @@ from fairseq.data import Dictionary
 from fairseq.models import fconv as reference_fconv  # the reference implementation
 
 import fconv_plugin  # noqa: F401  (registers the plugin)
+from fconv_plugin.compat.safe_loading import loading_fairseq_checkpoints
 from fconv_plugin.models import ARCHITECTURES, FConvModel
 
 
@@ -69,3 +70,9 @@ def translation_batch(src_dict: Dictionary, tgt_dict: Dictionary, src_lengths, t
 def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     scale = expected.abs().max().clamp_min(1e-30)
     return float((actual - expected).abs().max() / scale)
+
+
+def load_raw_checkpoint(path) -> dict:
+    """A fairseq checkpoint file as saved (no upgrade), through the plugin's safe loader."""
+    with loading_fairseq_checkpoints(str(path)):
+        return torch.load(path)

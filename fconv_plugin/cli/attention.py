@@ -22,8 +22,7 @@ from typing import List, Tuple
 
 import torch
 
-import fconv_plugin  # noqa: F401  (registers the model and the host fixes)
-
+from .. import compat
 from ..errors import FConvError
 from ..models import FConvModel
 from ..modules import AttentionLayer
@@ -100,6 +99,7 @@ def main(argv=None) -> None:
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--output-dir", default="attention", help="where the PNGs go (default: attention/)")
     args = parser.parse_intermixed_args(argv)
+    compat.install()  # a fairseq command of the plugin's own: errors print as one line
 
     sentences = args.sentences or [line.strip() for line in sys.stdin if line.strip()]
     if not sentences:

@@ -22,10 +22,9 @@ import torch
 from fairseq import checkpoint_utils
 from fairseq.data import data_utils
 
-import fconv_plugin  # noqa: F401  (registers the model and the host fixes)
-
-from ..compat.replace_unk import attended_source_positions
+from .. import compat
 from ..errors import FConvError
+from ..modules.unk_replacement import attended_source_positions
 
 
 def _read_bitext(source_path: str, target_path: str) -> List[Tuple[List[str], List[str]]]:
@@ -77,6 +76,7 @@ def main(argv=None) -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--output", default="-", help="where to write the dictionary (default: stdout)")
     args = parser.parse_args(argv)
+    compat.install()  # a fairseq command of the plugin's own: checkpoints load safely, errors print as one line
 
     overrides = {"data": args.data}
     if args.source_lang and args.target_lang:

@@ -1,7 +1,6 @@
 """Fixes for the host (fairseq 0.12 on torch >= 2.6), kept apart from the model.
 
-Each module fixes one thing fairseq breaks on this platform and is installed when
-the plugin is imported (``--user-dir fconv_plugin``):
+Each module fixes one thing fairseq breaks on this platform:
 
 - safe_loading: checkpoints load under torch's weights_only unpickler;
 - atomic_checkpoints: checkpoint copies are never left half written;
@@ -10,17 +9,54 @@ the plugin is imported (``--user-dir fconv_plugin``):
 - distributed_cpu: torchrun workers start on machines without GPUs;
 - ngram_blocking: ``--no-repeat-ngram-size`` blocks repeats on CPUs too;
 - cli_errors: the plugin's errors print as one line, without a traceback.
+
+They change fairseq's behaviour for the whole process, so importing the plugin does
+not install them: fairseq's ``--user-dir`` does (``fconv_plugin/__init__.py`` asks
+``loaded_through_user_dir``), as do the plugin's own commands; anyone else calls
+``install()``. ``FConvModel.from_pretrained`` needs none of them installed: it
+loads under ``safe_loading.loading_fairseq_checkpoints`` only.
 """
+
+import inspect
+import logging
+
+from fairseq import checkpoint_utils
 
 from . import atomic_checkpoints, cli_errors, distributed_cpu, interactive_input, ngram_blocking, replace_unk, safe_loading
 
+logger = logging.getLogger(__name__)
+
+FIXES = {
+    "safe_loading": safe_loading,
+    "atomic_checkpoints": atomic_checkpoints,
+    "interactive_input": interactive_input,  # before replace_unk, which wraps make_batches again
+    "replace_unk": replace_unk,
+    "distributed_cpu": distributed_cpu,
+    "ngram_blocking": ngram_blocking,
+    "cli_errors": cli_errors,
+}
+
+
+
+def installed() -> bool:
+    """Whether this process has the fixes (read off fairseq's checkpoint loader)."""
+    return "safe_loading" in getattr(checkpoint_utils.load_checkpoint_to_cpu, "_fconv_plugin_patches", ())
+
 
 def install() -> None:
-    """Install every host fix; safe to call more than once."""
-    safe_loading.install()
-    atomic_checkpoints.install()
-    interactive_input.install()  # before replace_unk, which wraps make_batches again
-    replace_unk.install()
-    distributed_cpu.install()
-    ngram_blocking.install()
-    cli_errors.install()
+    """Install every host fix and say so once in the log; safe to call more than once."""
+    first_time = not installed()
+    for fix in FIXES.values():
+        fix.install()
+    if first_time:
+        logger.info("fconv_plugin: host fixes active: %s", ", ".join(FIXES))
+
+
+def loaded_through_user_dir() -> bool:
+    """True while fairseq's ``import_user_module`` (``--user-dir``) imports the plugin."""
+    frame = inspect.currentframe()
+    while frame is not None:
+        if frame.f_code.co_name == "import_user_module" and frame.f_globals.get("__name__") == "fairseq.utils":
+            return True
+        frame = frame.f_back
+    return False

@@ -10,40 +10,40 @@ fairseq-generate does; the same holds for fairseq-generate's own size check.
 """
 
 import sys
-from typing import List
+from typing import List, Optional
 
 import torch
 from fairseq.tasks import FairseqTask
 
 from ..errors import FConvError
-from ._patching import patch
-
-_lines_seen = {"count": 0}
+from ._patching import patch, running_cli_module
 
 
-class UndecodableLine(str):
-    """Stands for an input line that could not be decoded; ``problem`` says why."""
+class InputLine(str):
+    """One decoded input line that knows its line number; ``problem`` says why it could
+    not be decoded (None when it could)."""
 
-    def __new__(cls, problem: str):
-        line = super().__new__(cls, "")
+    def __new__(cls, text: str, number: int, problem: Optional[str] = None):
+        line = super().__new__(cls, text)
+        line.number = number
         line.problem = problem
         return line
 
 
-def _decode(raw: bytes) -> str:
+def _decode(raw: bytes, number: int) -> InputLine:
     try:
-        return raw.decode("utf-8").strip()
+        return InputLine(raw.decode("utf-8").strip(), number)
     except UnicodeDecodeError as e:
-        return UndecodableLine(f"is not valid UTF-8 (byte {raw[e.start]:#04x} at byte {e.start + 1})")
+        return InputLine("", number, f"is not valid UTF-8 (byte {raw[e.start]:#04x} at byte {e.start + 1})")
 
 
 def buffered_read(input, buffer_size):
-    """fairseq's reader, decoding each line on its own."""
+    """fairseq's reader, decoding each line on its own and numbering it."""
     stream = sys.stdin.buffer if input == "-" else open(input, "rb")
     try:
-        buffer: List[str] = []
-        for raw in stream:
-            buffer.append(_decode(raw))
+        buffer: List[InputLine] = []
+        for number, raw in enumerate(stream, start=1):
+            buffer.append(_decode(raw, number))
             if len(buffer) >= buffer_size:
                 yield buffer
                 buffer = []
@@ -70,7 +70,7 @@ def memoized(encode_fn):
 
 
 def _problem(line: str, encode_fn, limit, skip_too_long: bool, number: int):
-    if isinstance(line, UndecodableLine):
+    if getattr(line, "problem", None) is not None:
         return line.problem
     if not line.strip():
         return "is empty"
@@ -88,17 +88,16 @@ def _problem(line: str, encode_fn, limit, skip_too_long: bool, number: int):
 def _make_batches(original):
     def make_batches(lines, cfg, task, max_positions, encode_fn):
         encode_fn = memoized(encode_fn)
-        first_number = _lines_seen["count"] + 1
-        _lines_seen["count"] += len(lines)
         limit = max_positions[0] if isinstance(max_positions, (tuple, list)) else max_positions
         skip = cfg.dataset.skip_invalid_size_inputs_valid_test
         keep = []
         for index, line in enumerate(lines):
-            problem = _problem(line, encode_fn, limit, skip, first_number + index)
+            number = getattr(line, "number", index + 1)  # lines from buffered_read know their number
+            problem = _problem(line, encode_fn, limit, skip, number)
             if problem is None:
                 keep.append(index)
             else:
-                print(f"fconv_plugin: input line {first_number + index} {problem}; skipped", file=sys.stderr)
+                print(f"fconv_plugin: input line {number} {problem}; skipped", file=sys.stderr)
         if not keep:
             return
         original_index = torch.tensor(keep)
@@ -124,8 +123,8 @@ def _filter_indices_by_size(original):
 
 
 def install() -> None:
-    import fairseq_cli.interactive as fairseq_interactive
-
-    patch(fairseq_interactive, "make_batches", "interactive_input", _make_batches)
-    patch(fairseq_interactive, "buffered_read", "interactive_input", lambda _: buffered_read)
+    fairseq_interactive = running_cli_module("fairseq_cli.interactive")
+    if fairseq_interactive is not None:
+        patch(fairseq_interactive, "make_batches", "interactive_input", _make_batches)
+        patch(fairseq_interactive, "buffered_read", "interactive_input", lambda _: buffered_read)
     patch(FairseqTask, "filter_indices_by_size", "interactive_input", _filter_indices_by_size)

@@ -1,81 +1,71 @@
 """``--replace-unk`` in fairseq-generate and fairseq-interactive, as in the paper.
 
-Gehring et al. (2017, §5.1): "unknown words are replaced by looking up the source
-word with the maximum attention score (averaged over all attention layers) in a
-precomputed dictionary; if the dictionary has no translation, the source word is
-copied". fairseq 0.12 cannot do this: fairseq-generate refuses binarised data,
-then crashes on the empty alignment its generator returns (fairseq issue #3533), and
-fairseq-interactive looks the word up in a source string that already reads
-``<unk>``. This module mends exactly those places:
+The rule itself (§5.1) is ``fconv_plugin.modules.unk_replacement``. fairseq 0.12
+cannot apply it: fairseq-generate refuses binarised data, then crashes on the empty
+alignment its generator returns (fairseq issue #3533), and fairseq-interactive looks
+the word up in a source string that already reads ``<unk>``. This module mends
+exactly those places, carrying what the replacement needs on the hypotheses:
 
-- the generator built for ``--replace-unk`` attaches to each hypothesis, for every
-  target position, the attended source word: the real source token (not padding,
-  not end of sentence) with the largest averaged attention, and the original word
-  there (from the raw text, before the dictionary turned it into ``<unk>``);
-- ``post_process_prediction`` replaces each ``<unk>`` token by the dictionary's
-  translation of that word, or the word itself, before BPE is removed;
-- binarised datasets read their original text from the raw file beside them, the
-  one ``fairseq-preprocess --dataset-impl raw`` writes (e.g. data-bin/test.de-en.de);
-- fairseq-interactive keeps each input line as tokenised and BPE-encoded.
+- the generator built for ``--replace-unk`` attaches to each hypothesis an
+  ``UnkAlignment``: for every target position the attended real source word;
+- fairseq-generate hands ``post_process_prediction`` the original source line (read
+  from the raw text file beside binarised data, the one ``fairseq-preprocess
+  --dataset-impl raw`` writes, e.g. data-bin/test.de-en.de), whose words are looked up;
+- fairseq-interactive's batches carry each line's words as tokenised and BPE-encoded
+  (on the source tensor, which its sample hands to the generator unchanged on CPUs);
+- ``post_process_prediction`` replaces each ``<unk>`` before BPE is removed.
 """
 
 import os
 import sys
 from argparse import Namespace
-from typing import Dict, List, Optional
+from typing import List, Optional
 
-import torch
 from fairseq import utils as fairseq_utils
 from fairseq.data import data_utils, indexed_dataset
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.tasks import FairseqTask
 
 from ..errors import FConvError
-from ._patching import patch
+from ..modules.unk_replacement import attended_source_positions, replace_unknown_words
+from ._patching import patch, running_cli_module
 from .interactive_input import memoized
 
-_context: Dict[str, object] = {"gen_subset": None, "batch_source_words": None}
+# fairseq-interactive: the words of a batch's lines, set on its src_tokens tensor
+SOURCE_WORDS_ATTRIBUTE = "fconv_source_words"
 
 
 class UnkAlignment:
-    """For each target position of one hypothesis, the source word it attends to most.
+    """What the replacement needs to know of one hypothesis.
 
-    ``printed`` is the alignment fairseq computed for ``--print-alignment`` (hard pairs
-    or soft rows, or None), handed back to fairseq's printing after the replacement.
+    ``source_positions[t]`` is the real source word target position t attends to most;
+    ``source_length`` how many real source words the model read; ``source_words``
+    those words when the batch carried them (fairseq-interactive), else None and the
+    original line handed to ``post_process_prediction`` is used (fairseq-generate).
+    ``printed`` is the alignment fairseq computed for ``--print-alignment`` (or None),
+    handed back to fairseq's printing after the replacement.
     """
 
-    def __init__(self, source_positions: List[int], source_words: Optional[List[str]], printed=None):
+    def __init__(self, source_positions: List[int], source_length: int,
+                 source_words: Optional[List[str]] = None, printed=None):
         self.source_positions = source_positions
+        self.source_length = source_length
         self.source_words = source_words
         self.printed = printed
 
-    def attended_word(self, target_position: int) -> Optional[str]:
-        if not self.source_words or target_position >= len(self.source_positions):
+    def words_of(self, original_line: Optional[str]) -> Optional[List[str]]:
+        """The source words to look up: carried ones, or those of the original line."""
+        if self.source_words is not None:
+            return self.source_words
+        if original_line is None:
             return None
-        return self.source_words[self.source_positions[target_position]]
-
-
-def attended_source_positions(attention: torch.Tensor, src_tokens: torch.Tensor, pad: int, eos: int) -> List[int]:
-    """argmax_j of the averaged attention per target position, over real source words.
-
-    ``attention`` is src_len x tgt_len (padded source); the result indexes the real
-    words in order, i.e. the whitespace-separated words of the original source line.
-    """
-    real = (src_tokens.ne(pad) & src_tokens.ne(eos)).nonzero().view(-1)
-    if real.numel() == 0:
-        return []
-    return attention.index_select(0, real).argmax(dim=0).tolist()
-
-
-def replace_unknown_words(hypo_tokens, alignment: UnkAlignment, tgt_dict, align_dict, ignore) -> List[str]:
-    """The hypothesis' tokens with every ``<unk>`` replaced (§5.1), special symbols dropped."""
-    words = []
-    for position, index in enumerate(hypo_tokens.tolist()):
-        if index in ignore or index == tgt_dict.pad():
-            continue
-        source_word = alignment.attended_word(position) if index == tgt_dict.unk() else None
-        words.append(tgt_dict[index] if source_word is None else align_dict.get(source_word, source_word))
-    return words
+        words = original_line.split()
+        if len(words) != self.source_length:
+            raise FConvError(
+                f"--replace-unk: the source line has {len(words)} words but the model read {self.source_length} "
+                "tokens; it needs the text that was binarised (for fairseq-generate, the raw text file beside the data)"
+            )
+        return words
 
 
 class _UnkAligningGenerator:
@@ -91,34 +81,19 @@ class _UnkAligningGenerator:
     def generate(self, models, sample, **kwargs):
         hypos = self._generator.generate(models, sample, **kwargs)
         src_tokens = sample["net_input"]["src_tokens"]
-        source_words = _source_words(self._task, sample)
+        batch_words = getattr(src_tokens, SOURCE_WORDS_ATTRIBUTE, None)
         pad, eos = self._task.source_dictionary.pad(), self._task.source_dictionary.eos()
         for row, sentence_hypos in enumerate(hypos):
-            words = source_words[row] if source_words is not None else None
             real = int((src_tokens[row].ne(pad) & src_tokens[row].ne(eos)).sum())
+            words = batch_words[row] if batch_words is not None else None
             if words is not None and len(words) != real:
-                raise FConvError(
-                    f"--replace-unk: the original text of sentence {row} has {len(words)} words but the model "
-                    f"read {real} tokens; the raw text beside the binarised data is not the text that was binarised"
-                )
+                raise FConvError(f"--replace-unk: input line {row} has {len(words)} words but the model read {real} tokens")
             for hypo in sentence_hypos:
                 if hypo["attention"].numel() == 0:
                     raise FConvError("--replace-unk needs the decoder's attention, but the model returned none")
                 positions = attended_source_positions(hypo["attention"], src_tokens[row], pad, eos)
-                hypo["alignment"] = UnkAlignment(positions, words, printed=hypo.get("alignment"))
+                hypo["alignment"] = UnkAlignment(positions, real, words, printed=hypo.get("alignment"))
         return hypos
-
-
-def _source_words(task, sample) -> Optional[List[List[str]]]:
-    batch_words = _context["batch_source_words"]
-    if batch_words is not None:
-        _context["batch_source_words"] = None
-        return batch_words
-    subset = _context["gen_subset"]
-    if subset is None or "id" not in sample:
-        return None
-    source = task.dataset(subset).src
-    return [source.get_original_text(i).split() for i in sample["id"].tolist()]
 
 
 def _original_text_beside_binarised_data(self, index: int) -> str:
@@ -157,7 +132,9 @@ def _post_process_prediction(original):
         if align_dict is None or not isinstance(alignment, UnkAlignment):
             return original(hypo_tokens, src_str, alignment, align_dict, tgt_dict, remove_bpe, extra_symbols_to_ignore)
         ignore = set(extra_symbols_to_ignore or ()) | {tgt_dict.eos()}
-        hypo_str = " ".join(replace_unknown_words(hypo_tokens, alignment, tgt_dict, align_dict, ignore))
+        source_words = alignment.words_of(src_str)
+        words = replace_unknown_words(hypo_tokens, alignment.source_positions, source_words, tgt_dict, align_dict, ignore)
+        hypo_str = " ".join(words)
         if remove_bpe is not None:
             hypo_str = data_utils.post_process(hypo_str, remove_bpe)
         return tgt_dict.encode_line(hypo_str, add_if_not_exist=True), hypo_str, alignment.printed
@@ -179,7 +156,6 @@ def _generate_main(original, fairseq_generate):
     def main(cfg):
         if isinstance(cfg, Namespace):
             cfg = convert_namespace_to_omegaconf(cfg)
-        _context["gen_subset"] = cfg.dataset.gen_subset
         if cfg.generation.replace_unk is None or cfg.dataset.dataset_impl == "raw":
             return original(cfg)
         # fairseq's main() refuses binarised data with --replace-unk; same checks otherwise
@@ -202,21 +178,23 @@ def _make_batches(original):
         encode_fn = memoized(encode_fn)  # shared with the wrapped make_batches and fairseq
         for batch in original(lines, cfg, task, max_positions, encode_fn):
             if cfg.generation.replace_unk is not None:
-                _context["batch_source_words"] = [encode_fn(lines[i]).split() for i in batch.ids.tolist()]
+                words = [encode_fn(lines[i]).split() for i in batch.ids.tolist()]
+                setattr(batch.src_tokens, SOURCE_WORDS_ATTRIBUTE, words)
             yield batch
 
     return make_batches
 
 
 def install() -> None:
-    import fairseq_cli.generate as fairseq_generate
-    import fairseq_cli.interactive as fairseq_interactive
-
     patch(fairseq_utils, "post_process_prediction", "replace_unk", _post_process_prediction)
     patch(fairseq_utils, "load_align_dict", "replace_unk", _load_align_dict)
     patch(FairseqTask, "build_generator", "replace_unk", _build_generator)
-    patch(fairseq_generate, "main", "replace_unk", _generate_main, fairseq_generate)
-    patch(fairseq_interactive, "make_batches", "replace_unk", _make_batches)
+    fairseq_generate = running_cli_module("fairseq_cli.generate")
+    if fairseq_generate is not None:
+        patch(fairseq_generate, "main", "replace_unk", _generate_main, fairseq_generate)
+    fairseq_interactive = running_cli_module("fairseq_cli.interactive")
+    if fairseq_interactive is not None:
+        patch(fairseq_interactive, "make_batches", "replace_unk", _make_batches)
     for dataset_cls in (indexed_dataset.MMapIndexedDataset, indexed_dataset.IndexedDataset):
         if not hasattr(dataset_cls, "get_original_text"):
             dataset_cls.get_original_text = _original_text_beside_binarised_data

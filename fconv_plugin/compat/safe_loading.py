@@ -3,12 +3,14 @@
 torch now loads with ``weights_only=True`` and refuses any pickled global it does
 not know, and every fairseq checkpoint stores its options as an
 ``argparse.Namespace``. Rather than switching the safe loader off, the plugin allows
-exactly the types fairseq checkpoints contain. Anything else is still refused, before
-any of it runs, and fairseq's loader reports that (and truncated or corrupt files)
-in one line.
+exactly the types fairseq checkpoints contain, and only while fairseq's checkpoint
+loader runs (torch's ``safe_globals`` context; the process-wide allowlist is left
+alone). Anything else is still refused, before any of it runs, and reported (like
+truncated or corrupt files) in one line.
 """
 
 import argparse
+import contextlib
 import functools
 import os
 import re
@@ -37,8 +39,20 @@ FAIRSEQ_CHECKPOINT_TYPES = [argparse.Namespace, *_numpy_types()]
 _UNSUPPORTED_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
 
 
-def allow_fairseq_checkpoint_types() -> None:
-    torch.serialization.add_safe_globals(FAIRSEQ_CHECKPOINT_TYPES)
+@contextlib.contextmanager
+def loading_fairseq_checkpoints(path: str = "the checkpoint"):
+    """Within: torch's safe unpickler also accepts fairseq's checkpoint types, and a
+    load that fails inside torch raises a one-line FConvError naming ``path``."""
+    try:
+        with torch.serialization.safe_globals(FAIRSEQ_CHECKPOINT_TYPES):
+            yield
+    except (FileNotFoundError, IsADirectoryError, PermissionError, FConvError):
+        raise
+    except Exception as e:
+        # garbage makes the unpickler fail in many ways (IndexError, KeyError, ...)
+        if _raised_inside_torch_load(e):
+            raise explain_load_failure(path, e) from None
+        raise
 
 
 def explain_load_failure(path: str, error: BaseException) -> FConvError:
@@ -70,19 +84,11 @@ def _first_line(message: str) -> str:
 def _load_or_explain(load):
     @functools.wraps(load)
     def load_checkpoint_to_cpu(path, *args, **kwargs):
-        try:
+        with loading_fairseq_checkpoints(path):
             return load(path, *args, **kwargs)
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
-            raise
-        except Exception as e:
-            # garbage makes the unpickler fail in many ways (IndexError, KeyError, ...)
-            if _raised_inside_torch_load(e):
-                raise explain_load_failure(path, e) from None
-            raise
 
     return load_checkpoint_to_cpu
 
 
 def install() -> None:
-    allow_fairseq_checkpoint_types()
     patch(checkpoint_utils, "load_checkpoint_to_cpu", "safe_loading", _load_or_explain)

@@ -5,6 +5,7 @@ interface (options, building from a task, incremental decoding, checkpoints). Mo
 and parameter names follow fairseq's built-in fconv so checkpoints load both ways.
 """
 
+import os
 from typing import Dict, List, Optional
 
 import torch
@@ -12,6 +13,7 @@ from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, FairseqIn
 from fairseq.modules import FairseqDropout
 from torch import Tensor, nn
 
+from ..compat.safe_loading import loading_fairseq_checkpoints
 from ..errors import FConvError
 from ..layer_spec import parse_attention, parse_conv_layers
 from ..modules import (
@@ -22,15 +24,13 @@ from ..modules import (
     TokenEmbedding,
     WeightNormConvTBC,
     WeightNormLinear,
-    add_residual,
     encoder_gradient_scale,
-    gated_linear_unit,
+    forward_conv_blocks,
     plan_conv_stack,
     positional_embedding_or_none,
     residual_projection,
     same_length_padding,
     scale_gradient,
-    select_residual,
 )
 from ..modules.conv_block import SQRT_HALF
 from .architectures import base_architecture
@@ -57,6 +57,12 @@ class FConvModel(FairseqEncoderDecoderModel):
             name: {"path": PUBLISHED_MODELS_URL + archive, "tokenizer": "moses", "bpe": "subword_nmt"}
             for name, archive in PUBLISHED_MODELS.items()
         }
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        """fairseq's hub loader, reading the checkpoint with the plugin's safe loader (torch >= 2.6)."""
+        with loading_fairseq_checkpoints(os.path.join(str(model_name_or_path), checkpoint_file)):
+            return super().from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
 
     def __init__(self, encoder: "FConvEncoder", decoder: "FConvDecoder"):
         super().__init__(encoder, decoder)
@@ -180,19 +186,16 @@ class FConvEncoder(FairseqEncoder):
         x = x.transpose(0, 1)  # time x batch x channel for the convolutions
         time_padding = None if padding_mask is None else padding_mask.t().unsqueeze(-1)
 
-        block_outputs = [x]
-        for plan, projection, conv in zip(self.plans, self.projections, self.convolutions):
-            residual = select_residual(block_outputs, plan, projection)
+        def convolve(index: int, x: Tensor) -> Tensor:
+            """Zeroed padding, then the same-length convolution of block ``index``."""
             if time_padding is not None:
                 x = x.masked_fill(time_padding, 0)
-            x = self.dropout_module(x)
-            left, right = same_length_padding(plan.kernel_size)
+            left, right = same_length_padding(self.plans[index].kernel_size)
             if left == right:
-                x = conv.convolve(x, padding=left)
-            else:
-                x = conv.convolve(nn.functional.pad(x, (0, 0, 0, 0, left, right)))
-            x = add_residual(gated_linear_unit(x), residual)
-            block_outputs.append(x)
+                return self.convolutions[index].convolve(x, padding=left)
+            return self.convolutions[index].convolve(nn.functional.pad(x, (0, 0, 0, 0, left, right)))
+
+        x = forward_conv_blocks(x, self.plans, self.projections, convolve, self.dropout_module)
 
         x = self.fc2(x.transpose(0, 1))
         if padding_mask is not None:
@@ -276,26 +279,29 @@ class FConvDecoder(FairseqIncrementalDecoder):
 
         x = self.fc1(x)
         # Full sequences run the convolutions time-major; single steps stay batch-major.
-        x = _to_conv_layout(x, incremental)
+        x = _time_major(x, incremental)
         want_attention = not self.training and self.need_attn
-        attention_sum = None
-        block_outputs = [x]
-        for plan, projection, conv, attention in zip(self.plans, self.projections, self.convolutions, self.attention):
-            residual = select_residual(block_outputs, plan, projection)
-            x = self.dropout_module(x)
-            x = gated_linear_unit(conv(x, incremental_state))
-            if attention is not None:
-                x, weights = attention(_to_conv_layout(x, incremental), target_embedding, source)
-                x = _to_conv_layout(x, incremental)
-                if want_attention:
-                    attention_sum = weights if attention_sum is None else attention_sum + weights
-            x = add_residual(x, residual)
-            block_outputs.append(x)
+        attention_weights: List[Tensor] = []
 
-        x = self.fc2(_to_conv_layout(x, incremental))
+        def convolve(index: int, x: Tensor) -> Tensor:
+            return self.convolutions[index](x, incremental_state)
+
+        def attend(index: int, x: Tensor) -> Tensor:
+            """Block ``index``'s attention step (§3.3), where it has one."""
+            attention = self.attention[index]
+            if attention is None:
+                return x
+            x, weights = attention(_batch_major(x, incremental), target_embedding, source)
+            if want_attention:
+                attention_weights.append(weights)
+            return _time_major(x, incremental)
+
+        x = forward_conv_blocks(x, self.plans, self.projections, convolve, self.dropout_module, attend)
+
+        x = self.fc2(_batch_major(x, incremental))
         x = self.dropout_module(x)
         x = self.fc3(x)
-        average_attention = None if attention_sum is None else attention_sum / self.num_attention_layers
+        average_attention = sum(attention_weights) / self.num_attention_layers if attention_weights else None
         return x, average_attention
 
     def _attention_source(self, encoder_out, incremental_state) -> Optional[AttentionSource]:
@@ -328,8 +334,13 @@ class FConvDecoder(FairseqIncrementalDecoder):
         self.need_attn = need_attn
 
 
-def _to_conv_layout(x: Tensor, incremental: bool) -> Tensor:
-    """Swap batch and time for full sequences; a single step needs no swap."""
+def _time_major(x: Tensor, incremental: bool) -> Tensor:
+    """batch x time x channel -> the convolutions' time x batch x channel (a step stays as it is)."""
+    return x if incremental else x.transpose(0, 1)
+
+
+def _batch_major(x: Tensor, incremental: bool) -> Tensor:
+    """time x batch x channel -> batch x time x channel, for attention and the output layers."""
     return x if incremental else x.transpose(0, 1)
 
 

@@ -5,6 +5,7 @@ from .causal_convolution import CausalConvolution
 from .conv_block import (
     ConvLayerSpec,
     add_residual,
+    forward_conv_blocks,
     gated_linear_unit,
     plan_conv_stack,
     residual_projection,
@@ -26,6 +27,7 @@ __all__ = [
     "WeightNormLinear",
     "add_residual",
     "encoder_gradient_scale",
+    "forward_conv_blocks",
     "gated_linear_unit",
     "make_positions",
     "plan_conv_stack",

@@ -7,12 +7,13 @@ sum to keep its variance). The residual is projected where the widths differ.
 
 Encoder and decoder lay the blocks out from one spec, a list of
 ``(out_channels, kernel_width[, residual])``; ``residual`` is how many blocks back
-the residual comes from (default 1, 0 for none).
+the residual comes from (default 1, 0 for none), and both run them with
+``forward_conv_blocks``; the decoder adds its attention inside each block (§3.3).
 """
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -98,3 +99,27 @@ def same_length_padding(kernel_size: int) -> Tuple[int, int]:
     Odd kernels are padded evenly; even kernels get one more step on the right.
     """
     return (kernel_size - 1) // 2, kernel_size // 2
+
+
+def forward_conv_blocks(
+    x: Tensor,
+    plans: Sequence[ConvBlockPlan],
+    projections: Sequence[Optional[nn.Module]],
+    convolve: Callable[[int, Tensor], Tensor],
+    dropout: Callable[[Tensor], Tensor],
+    attend: Optional[Callable[[int, Tensor], Tensor]] = None,
+) -> Tensor:
+    """The stack of blocks: h_l = (attend(v(conv(dropout(h_{l-1})))) + r_l) · √0.5.
+
+    ``convolve(l, x)`` is block l's convolution (with whatever padding its side needs)
+    and ``attend(l, x)``, when given, the decoder's attention step of block l.
+    """
+    block_outputs = [x]
+    for index, (plan, projection) in enumerate(zip(plans, projections)):
+        residual = select_residual(block_outputs, plan, projection)
+        x = gated_linear_unit(convolve(index, dropout(x)))
+        if attend is not None:
+            x = attend(index, x)
+        x = add_residual(x, residual)
+        block_outputs.append(x)
+    return x

@@ -45,7 +45,7 @@ def test_generate_prints_the_argmax_of_the_averaged_attention(trained_model):
     assert len(printed) == 40
 
     reference, task = _reference_model(checkpoint, data_bin)
-    src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+    tgt_dict = task.target_dictionary
     task.load_dataset("test")
     test_set = task.dataset("test")
     for sentence_id, (hypothesis, alignment) in printed.items():

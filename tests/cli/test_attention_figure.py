@@ -4,7 +4,7 @@ import torch
 from matplotlib import image
 
 from fconv_plugin.cli import attention
-from tests.cli.conftest import BIN_DIR, run_tool
+from tests.cli.conftest import run_tool
 from tests.cli.test_alignment import _reference_model
 
 

