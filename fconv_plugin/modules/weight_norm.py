@@ -6,9 +6,11 @@ taken over all dimensions but ``norm_dim``. Parameters are named ``weight_g`` an
 
 Until the model is prepared for generation the weight is recomputed at every call
 (the optimizers update parameters through ``.data``, which no version counter sees).
-fairseq's ``make_generation_fast_`` (after which the model cannot train again) makes
-each layer store its weight w itself as ``weight_v`` with ``weight_g`` = ‖w‖ — the
-same function, one copy of the weight, kept in the layout the GEMM reads fastest.
+fairseq's ``make_generation_fast_`` makes each layer store its weight w itself as
+``weight_v`` with ``weight_g`` = ‖w‖ — the same function, one copy of the weight, kept
+in the layout the GEMM reads fastest — and serve it without recomputing. Training
+again (``train(True)``) or loading a state dict ends that: w is derived from
+``weight_g`` and ``weight_v`` at every call again.
 """
 
 import torch
@@ -49,6 +51,11 @@ class WeightNormalized(nn.Module):
 
     def _inference_layout(self, weight: Tensor) -> Tensor:
         return weight.contiguous()
+
+    def train(self, mode: bool = True):
+        if mode:
+            self._frozen = False  # the optimizer is about to change v and g
+        return super().train(mode)
 
     def _load_from_state_dict(self, *args, **kwargs):
         self._frozen = False  # a loaded v is no longer the weight itself

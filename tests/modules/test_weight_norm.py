@@ -50,3 +50,38 @@ def test_make_generation_fast_stores_the_weight_itself_as_one_copy():
         assert torch.allclose(layer(x), expected, atol=1e-6)
     # the (g, v) pair still describes the same weight, e.g. for a saved state dict
     assert torch.allclose(torch._weight_norm(layer.weight_v, layer.weight_g, 0), before, atol=1e-6)
+
+
+def _weight_from_g_and_v_in_float64(layer):
+    """g · v / ‖v‖ recomputed here, the norm over every dimension but ``norm_dim``."""
+    v, g = layer.weight_v.detach().double(), layer.weight_g.detach().double()
+    dims = [d for d in range(v.dim()) if d != layer.norm_dim]
+    return g * v / v.pow(2).sum(dim=dims, keepdim=True).sqrt()
+
+
+def test_training_again_after_make_generation_fast_serves_the_updated_weight():
+    linear, conv = WeightNormLinear(5, 3), WeightNormConvTBC(4, 6, 3)
+    for layer in (linear, conv):
+        layer.make_generation_fast_()
+        layer.train(True)
+        layer.weight_g.data.mul_(2.0)  # an optimizer step, through .data as fairseq's optimizers do
+        layer.weight_v.data.add_(0.1)
+        layer.eval()
+    x = torch.randn(4, 5)
+    with torch.no_grad():
+        out = linear(x)
+        conv_out = conv.convolve(torch.randn(7, 2, 4).double().float(), padding=1)
+    expected = x.double() @ _weight_from_g_and_v_in_float64(linear).t() + linear.bias.double()
+    assert torch.allclose(out.double(), expected, atol=1e-6)
+    assert torch.allclose(conv.normalized_weight().double(), _weight_from_g_and_v_in_float64(conv), atol=1e-6)
+    assert conv_out.shape == (7, 2, 6)
+
+
+def test_a_state_dict_loaded_after_make_generation_fast_is_used():
+    fast, other = WeightNormLinear(5, 3), WeightNormLinear(5, 3)
+    fast.make_generation_fast_()
+    fast.load_state_dict(other.state_dict())
+    x = torch.randn(2, 5)
+    with torch.no_grad():
+        expected = x.double() @ _weight_from_g_and_v_in_float64(other).t() + other.bias.double()
+        assert torch.allclose(fast(x).double(), expected, atol=1e-6)
