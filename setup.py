@@ -7,13 +7,19 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["fconv_plugin", "fconv_plugin.*"]),
-    python_requires=">=3.8",
+    # built and tested on Python 3.11 only (scripts/setup_env.sh; versions in constraints.txt)
+    python_requires=">=3.11",
     install_requires=[
-        "torch>=1.13",
+        # torch.serialization.safe_globals (the scoped checkpoint allowance) is torch >= 2.5.
+        # Install torch first (the CPU build: torch==2.13.0+cpu): a plain "torch" requirement
+        # resolved by pip pulls a multi-GB CUDA build.
+        "torch>=2.5",
         # fairseq 0.12.2 cannot be imported on Python >= 3.11; fairseq-fixed is the
         # same code base (same `import fairseq`, same console scripts) made to work there.
-        'fairseq==0.12.2; python_version < "3.11"',
-        'fairseq-fixed==0.12.3.1; python_version >= "3.11"',
+        # It compiles extensions: install it with --no-build-isolation --no-deps after torch,
+        # numpy and cython (as scripts/setup_env.sh does).
+        "fairseq-fixed==0.12.3.1",
+        "numpy",
         "sacremoses",
         "subword-nmt",
         "sacrebleu>=2.0",
