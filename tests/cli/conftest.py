@@ -25,6 +25,7 @@ PAPER_OPTIMIZER = ["--optimizer", "nag", "--momentum", "0.99", "--clip-norm", "0
 def run_tool(tool: str, *args, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
     """Run one of fairseq's console scripts from this environment."""
     kwargs.setdefault("text", True)
+    kwargs.setdefault("timeout", 900)  # a hung tool fails the test instead of the whole run
     result = subprocess.run([str(BIN_DIR / tool), *map(str, args)], capture_output=True, **kwargs)
     if check and result.returncode != 0:
         raise AssertionError(f"{tool} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")

@@ -13,6 +13,9 @@ from tests.support import load_raw_checkpoint
 from tests.cli.conftest import BIN_DIR, PLUGIN_DIR, SMALL_MODEL, preprocess, valid_losses, write_corpus
 
 
+TIMEOUT = 600  # seconds for one training run; the test fails rather than hangs
+
+
 def noisy_translation_pair(rng):
     """Each source word has two equally likely translations: the loss settles near 1 bit a word."""
     words = [rng.randrange(30) for _ in range(rng.randint(3, 9))]
@@ -46,7 +49,8 @@ def _all_checkpoints_load(save_dir):
 
 def test_sigkill_mid_epoch_then_restart_matches_an_uninterrupted_run(noisy_task, tmp_path):
     data_bin = noisy_task
-    reference = subprocess.run(_train_command(data_bin, tmp_path / "reference"), capture_output=True, text=True, check=True)
+    reference = subprocess.run(_train_command(data_bin, tmp_path / "reference"), capture_output=True, text=True,
+                               check=True, timeout=TIMEOUT)
     reference_loss = valid_losses(reference.stdout + reference.stderr)[-1]
 
     save_dir = tmp_path / "interrupted"
@@ -60,11 +64,13 @@ def test_sigkill_mid_epoch_then_restart_matches_an_uninterrupted_run(noisy_task,
                 kills += 1
                 break
             time.sleep(0.005)
-        process.wait()
+        process.kill()  # no-op after the SIGKILL; ends a run that reached the deadline
+        process.wait(timeout=60)
         _all_checkpoints_load(save_dir)
     assert kills == 2
 
-    resumed = subprocess.run(_train_command(data_bin, save_dir), capture_output=True, text=True, check=True)
+    resumed = subprocess.run(_train_command(data_bin, save_dir), capture_output=True, text=True, check=True,
+                             timeout=TIMEOUT)
     log = resumed.stdout + resumed.stderr
     assert re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch 9 @ \d+ updates\)", log), log[-3000:]
     assert "done training" in log

@@ -1,8 +1,15 @@
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 from fairseq.file_io import PathManager
 
 from fconv_plugin.compat.atomic_checkpoints import atomic_copy
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_fairseq_checkpoint_copies_go_through_a_temporary_file(tmp_path, monkeypatch):
@@ -32,3 +39,46 @@ def test_leftovers_of_a_killed_copy_are_removed_by_the_next_copy(tmp_path):
     atomic_copy(str(source), str(tmp_path / "checkpoint_best.pt"))
     assert not leftover.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pt", "checkpoint_best.pt"]
+
+
+def test_a_copy_killed_midway_leaves_the_previous_checkpoint_whole(tmp_path):
+    """Deterministic: the copying process reads from a pipe and is killed while it waits
+    for the rest of the checkpoint, i.e. certainly in the middle of the copy."""
+    pipe = tmp_path / "checkpoint_9_200.pt"
+    os.mkfifo(pipe)
+    target = tmp_path / "checkpoint_last.pt"
+    previous = os.urandom(50_000)
+    target.write_bytes(previous)
+    new = os.urandom(24 * 2**20)  # the copy moves 16 MiB at a time: one chunk lands, then it waits
+    code = ("from fairseq.file_io import PathManager; from fconv_plugin import compat; compat.install(); "
+            f"PathManager.copy({str(pipe)!r}, {str(target)!r}, overwrite=True)")
+    copying = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stderr=subprocess.PIPE)
+    try:
+        with open(pipe, "wb") as writer:  # blocks until the copy opens the pipe
+            writer.write(new[: 20 * 2**20])
+            writer.flush()
+            deadline = time.monotonic() + 60
+            while not _temporary_files(tmp_path) or _temporary_files(tmp_path)[0].stat().st_size == 0:
+                assert time.monotonic() < deadline, "the copy never started writing"
+                assert copying.poll() is None, copying.stderr.read().decode()[-2000:]
+                time.sleep(0.01)
+            copying.send_signal(signal.SIGKILL)
+            copying.wait(timeout=30)
+    except BrokenPipeError:  # the killed reader closed the pipe under the writer
+        pass
+    finally:
+        if copying.poll() is None:
+            copying.kill()
+    assert copying.returncode == -signal.SIGKILL
+    assert target.read_bytes() == previous  # never half written
+    assert len(_temporary_files(tmp_path)) == 1  # what the killed copy left
+
+    source = tmp_path / "checkpoint_10_220.pt"
+    source.write_bytes(new)
+    assert PathManager.copy(str(source), str(target), overwrite=True)
+    assert target.read_bytes() == new
+    assert _temporary_files(tmp_path) == []
+
+
+def _temporary_files(directory):
+    return sorted(directory.glob("checkpoint_last.pt.*.tmp"))

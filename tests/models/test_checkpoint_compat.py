@@ -4,8 +4,7 @@ import pytest
 import torch
 
 from fconv_plugin.errors import FConvError
-from fconv_plugin.modules.weight_norm import norm_except_dim
-from tests.support import DictionaryTask, build_plugin_model, make_dictionary, translation_batch
+from tests.support import DictionaryTask, build_pair, build_plugin_model, make_dictionary, relative_error, translation_batch
 
 SRC, TGT = make_dictionary(30, "s"), make_dictionary(30, "t")
 TASK = DictionaryTask(SRC, TGT)
@@ -13,36 +12,33 @@ SMALL = dict(encoder_layers="[(32, 3)] * 2", decoder_layers="[(32, 3), (48, 3), 
              encoder_embed_dim=16, decoder_embed_dim=16, decoder_out_embed_dim=16)
 
 
-def _pre_2018_layout(state_dict):
-    """Decoder convolutions weight-normalised over dim 0, as the wmt14.en-de release stored them."""
-    old = dict(state_dict)
-    index = 0
-    while f"decoder.convolutions.{index}.weight_v" in old:
-        v = old[f"decoder.convolutions.{index}.weight_v"]
-        g = old[f"decoder.convolutions.{index}.weight_g"]
-        weight = v * (g / norm_except_dim(v, 2))
-        old[f"decoder.convolutions.{index}.weight_g"] = norm_except_dim(weight, 0)  # (k, 1, 1)
-        old[f"decoder.convolutions.{index}.weight_v"] = weight * 3.0  # any v with the same direction
-        index += 1
-    old["decoder.version"] = torch.Tensor([1])
-    return old
-
-
-def test_pre_2018_decoder_weight_norm_is_upgraded_to_the_same_outputs():
+def _fairseq_model_in_the_pre_2018_layout():
+    """fairseq's own fconv with its decoder convolutions weight-normalised over dim 0, the
+    layout of pre-2018 checkpoints (e.g. the wmt14.en-de release), made the way fairseq's
+    FConvDecoder.upgrade_state_dict makes it: remove_weight_norm, then weight_norm(dim=0)."""
     torch.manual_seed(0)
-    model = build_plugin_model("fconv", TASK, **SMALL).eval()
-    old = _pre_2018_layout(model.state_dict())
+    ours, reference = build_pair("fconv", TASK, **SMALL)
+    for index, conv in enumerate(reference.decoder.convolutions):
+        torch.nn.utils.remove_weight_norm(conv)
+        reference.decoder.convolutions[index] = torch.nn.utils.weight_norm(conv, dim=0)
+        with torch.no_grad():  # give every kernel position its own gain
+            conv.weight_g.mul_(torch.linspace(0.5, 1.5, conv.weight_g.size(0)).view(-1, 1, 1))
+    return ours, reference
+
+
+def test_a_pre_2018_checkpoint_gives_the_outputs_fairseqs_model_gives():
+    ours, reference = _fairseq_model_in_the_pre_2018_layout()
+    old = reference.state_dict()
+    old["decoder.version"] = torch.Tensor([1])
     assert old["decoder.convolutions.0.weight_g"].shape == (3, 1, 1)
+    ours.load_state_dict(old, strict=True)
+    assert ours.decoder.convolutions[0].weight_g.shape == (1, 1, 64)
     src, lengths, prev, _ = translation_batch(SRC, TGT, [6, 4], [5, 3])
+    ours.eval(), reference.eval()
     with torch.no_grad():
-        expected, _ = model(src, lengths, prev)
-    torch.manual_seed(1)
-    fresh = build_plugin_model("fconv", TASK, **SMALL).eval()
-    fresh.load_state_dict(old, strict=True)
-    assert fresh.decoder.convolutions[0].weight_g.shape == (1, 1, 64)
-    with torch.no_grad():
-        actual, _ = fresh(src, lengths, prev)
-    assert torch.allclose(actual, expected, rtol=1e-5, atol=1e-6)
+        expected, _ = reference(src, lengths, prev)
+        actual, _ = ours(src, lengths, prev)
+    assert relative_error(actual, expected) < 1e-5
 
 
 @pytest.mark.parametrize(
