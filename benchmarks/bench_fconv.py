@@ -1,11 +1,16 @@
 """fconv_plugin vs fairseq's built-in fconv, side by side, identical weights.
 
 For each architecture both models get the same random weights (fairseq's, loaded
-into the plugin) and a ~8k vocabulary. Generation goes through fairseq's
-SequenceGenerator after make_generation_fast_, as fairseq-generate does; the two
-models alternate within every repetition so drift hits both alike, and the report
-shows medians, the ratio plugin/fairseq, and whether the hypotheses are identical.
-Peak resident memory is measured in a separate process per model.
+into the plugin) and the vocabulary such a model is trained with (8k joint BPE for
+the small IWSLT model, as in the quickstart; 40k for WMT'14 En-De, as in the paper).
+Generation goes through fairseq's SequenceGenerator after make_generation_fast_, as
+fairseq-generate does, after one untimed warm-up run each. The two models take turns
+within every repetition, in an order that alternates from one repetition to the next,
+so drift and cache effects hit both alike; the report shows medians with their spread
+(interquartile range / median), the ratio plugin/fairseq, and whether the hypotheses
+were identical in every repetition (same number, same tokens, same scores). Peak
+memory is measured in a separate process per model, above that process's footprint
+after the imports (torch and fairseq alone take ~400 MB).
 
     .venv/bin/python benchmarks/bench_fconv.py            # full run
     .venv/bin/python benchmarks/bench_fconv.py --quick    # fewer repetitions
@@ -32,7 +37,8 @@ from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
 from fconv_plugin.models import ARCHITECTURES, FConvModel  # noqa: E402
 
-VOCAB = 8000
+VOCAB = {"fconv_iwslt_de_en": 8000, "fconv_wmt_en_de": 40000}  # see the docstring
+DEFAULT_VOCAB = 8000
 SRC_LEN = 24
 GEN_SETTINGS = {"beam5_batch16": (5, 16), "beam1_batch1": (1, 1)}
 TRAIN_BATCH = (32, 24)  # sentences x tokens
@@ -43,9 +49,10 @@ class _Task:
         self.source_dictionary = self.target_dictionary = dictionary
 
 
-def make_task():
+def make_task(arch, vocabulary=None):
+    """A dictionary of ``vocabulary`` symbols (default: the one ``arch`` is trained with)."""
     dictionary = Dictionary()
-    for i in range(VOCAB - dictionary.nspecial):
+    for i in range((vocabulary or VOCAB.get(arch, DEFAULT_VOCAB)) - dictionary.nspecial):
         dictionary.add_symbol(f"w{i}")
     return _Task(dictionary)
 
@@ -93,6 +100,34 @@ def time_call(fn):
     return time.perf_counter() - start, result
 
 
+def same_hypotheses(ours, reference) -> bool:
+    """Same number of sentences and hypotheses, same tokens, scores within 1e-4."""
+    if len(ours) != len(reference):
+        return False
+    for our_sentence, reference_sentence in zip(ours, reference):
+        if len(our_sentence) != len(reference_sentence):
+            return False
+        for a, b in zip(our_sentence, reference_sentence):
+            if not torch.equal(a["tokens"], b["tokens"]) or abs(float(a["score"] - b["score"])) >= 1e-4:
+                return False
+    return True
+
+
+def turns(names, repetition):
+    """The order the models take within one repetition: alternating between repetitions."""
+    return list(names) if repetition % 2 == 0 else list(reversed(names))
+
+
+def summary(seconds):
+    """Median and spread (interquartile range / median) of repeated timings."""
+    median = statistics.median(seconds)
+    if len(seconds) >= 4:
+        q1, _, q3 = statistics.quantiles(seconds, n=4)
+    else:
+        q1, q3 = min(seconds), max(seconds)
+    return median, (q3 - q1) / median
+
+
 def bench_generation(arch, task, beam, batch_size, reps, max_len):
     """Fresh models (make_generation_fast_ is one-way), same seed, so the same weights."""
     prepared = {name: prepared_for_generation(m, beam) for name, m in build_models(arch, task).items()}
@@ -102,22 +137,25 @@ def bench_generation(arch, task, beam, batch_size, reps, max_len):
         for name, m in prepared.items()
     }
     times = {name: [] for name in prepared}
-    outputs = {}
+    identical = True
     with torch.inference_mode():
-        for _ in range(reps):
-            for name in prepared:  # alternate the two models
+        for name in prepared:  # warm-up: first-call allocations and kernel selection, untimed
+            generators[name].generate([prepared[name]], sample)
+        for repetition in range(reps):
+            outputs = {}
+            for name in turns(prepared, repetition):
                 seconds, outputs[name] = time_call(lambda: generators[name].generate([prepared[name]], sample))
                 times[name].append(seconds)
-    identical = all(
-        torch.equal(a["tokens"], b["tokens"]) and abs(float(a["score"] - b["score"])) < 1e-4
-        for sa, sb in zip(outputs["plugin"], outputs["fairseq"]) for a, b in zip(sa, sb)
-    )
+            identical = identical and same_hypotheses(outputs["plugin"], outputs["fairseq"])
     tokens = sum(len(h[0]["tokens"]) for h in outputs["plugin"])
-    medians = {name: statistics.median(t) for name, t in times.items()}
+    medians, spreads = {}, {}
+    for name, seconds in times.items():
+        medians[name], spreads[name] = summary(seconds)
     return {
         "sentences_per_s": {n: batch_size / s for n, s in medians.items()},
         "tokens_per_s": {n: tokens / s for n, s in medians.items()},
         "seconds_per_step": {n: s / max_len for n, s in medians.items()},
+        "spread": spreads,
         "identical": identical,
     }
 
@@ -132,8 +170,10 @@ def bench_training(models, task, reps):
     times = {name: [] for name in models}
     for model in models.values():
         model.train()
-    for _ in range(reps + 1):
-        for name, model in models.items():
+    for repetition in range(reps + 1):  # the first, untimed in the summary, is the warm-up
+        for name in turns(models, repetition):
+            model = models[name]
+
             def step():
                 model.zero_grad(set_to_none=True)
                 logits, _ = model(sample["src_tokens"], sample["src_lengths"], prev)
@@ -141,7 +181,9 @@ def bench_training(models, task, reps):
                 loss.backward()
             times[name].append(time_call(step)[0])
     words = sentences * length
-    return {"target_words_per_s": {n: words / statistics.median(t[1:]) for n, t in times.items()}}
+    summaries = {name: summary(seconds[1:]) for name, seconds in times.items()}
+    return {"target_words_per_s": {n: words / median for n, (median, _) in summaries.items()},
+            "spread": {n: spread for n, (_, spread) in summaries.items()}}
 
 
 def copy_bandwidth():
@@ -167,8 +209,10 @@ def decoder_weight_bytes(model):
 
 
 def peak_memory_child(arch, which, phase):
-    """In a separate process: build one model, run one phase; peak RSS in bytes."""
-    task = make_task()
+    """In a separate process: build one model, run one phase; bytes of peak RSS above
+    the process's footprint after the imports (the same for both models)."""
+    task = make_task(arch)
+    footprint = resident_bytes("VmRSS")
     model = build_one(arch, task, which)
     if phase == "generate":
         prepared = prepared_for_generation(model, 5)
@@ -177,17 +221,17 @@ def peak_memory_child(arch, which, phase):
             generator.generate([prepared], source_batch(task, 16, seed=1))
     else:
         bench_training({which: model}, task, reps=1)
-    return peak_resident_bytes()
+    return resident_bytes("VmHWM") - footprint
 
 
-def peak_resident_bytes():
-    """This process's peak RSS (VmHWM). Not ru_maxrss: Linux carries that over from the
-    parent across fork and exec, so a child would report the benchmark's own peak."""
+def resident_bytes(field):
+    """This process's resident memory now (VmRSS) or at its peak (VmHWM). Not ru_maxrss:
+    Linux carries that over from the parent across fork and exec."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def peak_memory(arch, which, phase):
@@ -195,7 +239,7 @@ def peak_memory(arch, which, phase):
         f"import sys; sys.argv = ['x']; sys.path.insert(0, {str(Path(__file__).parent)!r});"
         f"import bench_fconv as b; print(b.peak_memory_child({arch!r}, {which!r}, {phase!r}))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=1800).stdout
     return int(out.strip().splitlines()[-1])
 
 
@@ -206,12 +250,12 @@ def main():
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     reps = 3 if args.quick else 7
-    task = make_task()
     bandwidth = copy_bandwidth()
     results = {"threads": torch.get_num_threads(), "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
                "copy_bandwidth_GBps": bandwidth / 1e9, "archs": {}}
     for arch in args.archs:
-        arch_results = {}
+        task = make_task(arch)
+        arch_results = {"vocabulary": len(task.target_dictionary)}
         for setting, (beam, batch) in GEN_SETTINGS.items():
             arch_results[setting] = bench_generation(arch, task, beam, batch, reps, max_len=30)
         models = build_models(arch, task)
@@ -231,25 +275,30 @@ def main():
 
 def print_table(results):
     print(f"torch {results['torch']}, {results['threads']} threads, copy bandwidth {results['copy_bandwidth_GBps']:.1f} GB/s")
-    header = f"{'arch':<18} {'measure':<34} {'plugin':>12} {'fairseq':>12} {'plugin/fairseq':>15}"
+    print("speeds: median of the repetitions (± interquartile range / median); memory: peak above the imports")
+    header = f"{'arch (vocabulary)':<24} {'measure':<34} {'plugin':>16} {'fairseq':>16} {'plugin/fairseq':>15}"
     print(header)
     print("-" * len(header))
     for arch, r in results["archs"].items():
+        name = f"{arch} ({r['vocabulary'] // 1000}k)"
         rows = []
         for setting in GEN_SETTINGS:
             g = r[setting]
             same = "identical" if g["identical"] else "DIFFERENT"
-            rows.append((f"{setting} sentences/s ({same})", g["sentences_per_s"]))
-            rows.append((f"{setting} tokens/s", g["tokens_per_s"]))
-        rows.append(("train step target words/s", r["train_step"]["target_words_per_s"]))
-        for label, values in rows:
-            print(f"{arch:<18} {label:<34} {values['plugin']:>12.1f} {values['fairseq']:>12.1f} {values['plugin'] / values['fairseq']:>14.2f}x")
+            rows.append((f"{setting} sentences/s ({same})", g["sentences_per_s"], g["spread"]))
+            rows.append((f"{setting} tokens/s", g["tokens_per_s"], g["spread"]))
+        rows.append(("train step target words/s", r["train_step"]["target_words_per_s"], r["train_step"]["spread"]))
+        for label, values, spread in rows:
+            cells = [f"{values[n]:.1f} ±{spread[n]:.0%}" for n in ("plugin", "fairseq")]
+            print(f"{name:<24} {label:<34} {cells[0]:>16} {cells[1]:>16} {values['plugin'] / values['fairseq']:>14.2f}x")
         for phase, mem in r["peak_rss_MB"].items():
-            label = f"peak RSS MB, {phase} (lower is better)"
-            print(f"{arch:<18} {label:<34} {mem['plugin']:>12.0f} {mem['fairseq']:>12.0f} {mem['plugin'] / mem['fairseq']:>14.2f}x")
-        step = r["beam1_batch1"]["seconds_per_step"]["plugin"]
+            label = f"peak MB, {phase} (lower is better)"
+            print(f"{name:<24} {label:<34} {mem['plugin']:>16.0f} {mem['fairseq']:>16.0f} {mem['plugin'] / mem['fairseq']:>14.2f}x")
         floor = r["beam1_floor_s_per_step"]
-        print(f"{arch:<18} {'beam1 ms/step vs weight-stream floor':<34} {step * 1e3:>12.2f} {floor * 1e3:>12.2f} {step / floor:>14.2f}x floor")
+        steps = r["beam1_batch1"]["seconds_per_step"]
+        print(f"{name:<24} beam1 ms/step: plugin {steps['plugin'] * 1e3:.2f} ({steps['plugin'] / floor:.2f}x floor), "
+              f"fairseq {steps['fairseq'] * 1e3:.2f} ({steps['fairseq'] / floor:.2f}x floor); "
+              f"floor {floor * 1e3:.2f} = decoder weights / copy bandwidth")
 
 
 if __name__ == "__main__":
