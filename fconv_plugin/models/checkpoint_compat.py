@@ -9,8 +9,9 @@ from ..modules.weight_norm import norm_except_dim
 def check_dictionary_sizes(model, state_dict) -> None:
     """Refuse a checkpoint whose vocabularies differ from the task's, naming both sizes."""
     for side, module, kind in (("encoder", model.encoder, "source"), ("decoder", model.decoder, "target")):
-        stored = state_dict.get(f"{side}.embed_tokens.weight")
-        expected = module.embed_tokens.weight
+        stored = state_dict.get(f"{side}.embed_tokens.weight", state_dict.get(f"{side}.embed_tokens.int8.weight"))
+        embedding = module.embed_tokens
+        expected = embedding.weight if embedding.int8 is None else embedding.int8.weight
         if stored is not None and stored.size(0) != expected.size(0):
             raise FConvError(
                 f"the checkpoint was trained with a {kind} dictionary of {stored.size(0)} symbols but the "

@@ -24,6 +24,7 @@ from ..modules import (
     TokenEmbedding,
     WeightNormConvTBC,
     WeightNormLinear,
+    WeightNormalized,
     encoder_gradient_scale,
     forward_conv_blocks,
     plan_conv_stack,
@@ -115,7 +116,22 @@ class FConvModel(FairseqEncoderDecoderModel):
             load_pretrained_embeddings(encoder.embed_tokens, args.encoder_embed_path, task.source_dictionary, "--encoder-embed-path")
         if args.decoder_embed_path:
             load_pretrained_embeddings(decoder.embed_tokens, args.decoder_embed_path, task.target_dictionary, "--decoder-embed-path")
-        return cls(encoder, decoder)
+        model = cls(encoder, decoder)
+        if getattr(args, "int8_weights", False):  # a checkpoint written by fconv-quantize
+            model.quantize_int8_()
+        return model
+
+    def quantize_int8_(self) -> None:
+        """Matrix products and embedding tables in int8 (modules/int8.py); inference only.
+
+        A decoder embedding shared with the output layer (--share-input-output-embed)
+        stays float32, as that output layer does."""
+        shared = self.decoder.fc3.weight if isinstance(self.decoder.fc3, nn.Linear) else None
+        for module in list(self.modules()):
+            if isinstance(module, WeightNormalized):
+                module.quantize_int8_()
+            elif isinstance(module, TokenEmbedding) and module.int8 is None and getattr(module, "weight", None) is not shared:
+                module.quantize_int8_()
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         check_dictionary_sizes(self, state_dict)

@@ -14,17 +14,20 @@ from .conv_block import (
 )
 from .embeddings import LearnedPositionalEmbedding, TokenEmbedding, make_positions, positional_embedding_or_none
 from .gradient_scaling import encoder_gradient_scale, scale_gradient
-from .weight_norm import WeightNormConvTBC, WeightNormLinear
+from .int8 import Int8Weight
+from .weight_norm import WeightNormConvTBC, WeightNormLinear, WeightNormalized
 
 __all__ = [
     "AttentionLayer",
     "AttentionSource",
     "CausalConvolution",
+    "Int8Weight",
     "ConvLayerSpec",
     "LearnedPositionalEmbedding",
     "TokenEmbedding",
     "WeightNormConvTBC",
     "WeightNormLinear",
+    "WeightNormalized",
     "add_residual",
     "encoder_gradient_scale",
     "forward_conv_blocks",

@@ -39,7 +39,10 @@ class CausalConvolution(WeightNormConvTBC):
         if self.kernel_size > 1:
             window = self._push_input(x, incremental_state)
         batch_size = x.size(0)
-        out = torch.addmm(self.bias, window.reshape(batch_size, -1), self.flat_weight())
+        if self.int8 is not None:
+            out = self.int8.linear(window.reshape(batch_size, -1), self.bias)
+        else:
+            out = torch.addmm(self.bias, window.reshape(batch_size, -1), self.flat_weight())
         return out.view(batch_size, 1, -1)
 
     def _push_input(self, x: Tensor, incremental_state: IncrementalState) -> Tensor:

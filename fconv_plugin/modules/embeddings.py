@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from .initialization import EMBEDDING_STD
+from .int8 import Int8Weight
 
 
 def make_positions(tokens: Tensor, padding_idx: int) -> Tensor:
@@ -31,6 +32,18 @@ class TokenEmbedding(nn.Embedding):
         nn.init.normal_(self.weight, mean=0.0, std=EMBEDDING_STD)
         with torch.no_grad():
             self.weight[padding_idx].zero_()
+        self.int8: Optional[Int8Weight] = None
+
+    def forward(self, indices: Tensor) -> Tensor:
+        if self.int8 is not None:
+            return self.int8.embedding(indices)
+        return super().forward(indices)
+
+    def quantize_int8_(self) -> None:
+        """Keep the table only as int8 rows with per-row scales (inference; int8.py)."""
+        if self.int8 is None:
+            self.int8 = Int8Weight.from_float(self.weight)
+            del self.weight
 
 
 class LearnedPositionalEmbedding(TokenEmbedding):

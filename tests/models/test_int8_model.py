@@ -1,0 +1,65 @@
+"""A model with int8 weights: built from options, loaded from a state dict, close to float32."""
+
+import copy
+
+import torch
+
+from tests.support import DictionaryTask, build_pair, build_plugin_model, make_dictionary, relative_error, translation_batch
+
+SRC, TGT = make_dictionary(40, "s"), make_dictionary(36, "t")
+TASK = DictionaryTask(SRC, TGT)
+SMALL = {"encoder_layers": "[(64, 3)] * 3", "decoder_layers": "[(64, 3)] * 3",
+         "encoder_embed_dim": 32, "decoder_embed_dim": 32, "decoder_out_embed_dim": 32}
+
+
+def _logits(model, batch):
+    src, lengths, prev, _ = batch
+    model.eval()
+    with torch.no_grad():
+        return model(src, lengths, prev)[0]
+
+
+def test_an_int8_state_dict_loads_into_a_model_built_with_int8_weights_and_gives_the_same_outputs():
+    torch.manual_seed(0)
+    model = build_plugin_model("fconv", TASK, **SMALL)
+    model.quantize_int8_()
+    state = model.state_dict()
+    assert state["decoder.convolutions.0.int8.weight"].dtype == torch.int8
+    assert state["encoder.embed_tokens.int8.weight"].dtype == torch.int8
+    assert not any(name.endswith(("weight_g", "weight_v")) for name in state)
+    torch.manual_seed(5)
+    rebuilt = build_plugin_model("fconv", TASK, int8_weights=True, **SMALL)
+    rebuilt.load_state_dict(state, strict=True)
+    batch = translation_batch(SRC, TGT, [7, 4, 9], [5, 8, 3], seed=3)
+    assert torch.equal(_logits(rebuilt, batch), _logits(model, batch))
+
+
+def test_int8_outputs_stay_close_to_fairseqs_float32_model_and_steps_match_the_full_pass():
+    torch.manual_seed(1)
+    ours, reference = build_pair("fconv", TASK, **SMALL)
+    int8 = copy.deepcopy(ours)
+    int8.quantize_int8_()
+    batch = translation_batch(SRC, TGT, [7, 4, 9], [5, 8, 3], seed=3)
+    assert relative_error(_logits(int8, batch), _logits(reference, batch)) < 0.05
+    src, lengths, prev, _ = batch
+    prev = prev.clone()
+    prev[prev.eq(TGT.pad())] = TGT.index("t1")
+    with torch.no_grad():
+        full = int8(src, lengths, prev)[0]
+        encoder_out = int8.encoder(src, lengths)
+        state = {}
+        steps = torch.cat([int8.decoder(prev[:, : t + 1], encoder_out, incremental_state=state)[0]
+                           for t in range(prev.size(1))], dim=1)
+    # one step quantises a single row's activations, the full pass all rows at once
+    assert relative_error(steps, full) < 0.05
+
+
+def test_a_decoder_embedding_shared_with_the_output_layer_stays_float32():
+    overrides = dict(SMALL, share_input_output_embed=True)
+    model = build_plugin_model("fconv", TASK, **overrides)
+    model.quantize_int8_()
+    assert model.decoder.embed_tokens.int8 is None
+    assert model.decoder.fc3.weight is model.decoder.embed_tokens.weight
+    assert model.encoder.embed_tokens.int8 is not None
+    batch = translation_batch(SRC, TGT, [5], [4], seed=1)
+    assert _logits(model, batch).shape == (1, 4, len(TGT))
