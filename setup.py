@@ -31,6 +31,7 @@ setup(
         "console_scripts": [
             "fconv-unk-dict = fconv_plugin.cli.unk_dict:main",
             "fconv-attention = fconv_plugin.cli.attention:main",
+            "fconv-quantize = fconv_plugin.cli.quantize:main",
         ]
     },
     license="MIT",

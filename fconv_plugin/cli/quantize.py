@@ -1,0 +1,82 @@
+"""Write an int8 copy of a trained checkpoint, for generation on CPUs.
+
+    fconv-quantize checkpoints/checkpoint_best.pt checkpoints/int8.pt
+    fairseq-generate data-bin --user-dir fconv_plugin --path checkpoints/int8.pt ...
+
+Every weight-normalised matrix product (convolutions, attention projections, fc1,
+fc2, fc3, residual projections) is stored as int8 rows with per-row scales
+(``fconv_plugin/modules/int8.py``); embeddings stay float32. The optimizer state is
+left out (an int8 model cannot train), and the checkpoint's model options gain
+``int8_weights``, so fairseq-generate, fairseq-interactive and the hub build the int8
+model from it with ``--user-dir`` and nothing else.
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+
+import torch
+from fairseq import checkpoint_utils
+
+from .. import compat
+from ..compat.safe_loading import loading_fairseq_checkpoints
+from ..errors import FConvError
+
+
+def quantize_checkpoint(source: str, destination: str) -> dict:
+    """Write the int8 checkpoint; returns the sizes in bytes (input, output, fp32 weights)."""
+    if not os.path.isfile(source):
+        raise FConvError(f"{source}: no such checkpoint file")
+    if os.path.exists(destination):
+        raise FConvError(f"{destination} exists; give a new file name (nothing was overwritten)")
+    with loading_fairseq_checkpoints(source):
+        state = torch.load(source, map_location="cpu")  # as saved: fairseq rewrites options when it loads
+    model_options = (state.get("cfg") or {}).get("model") or state.get("args")
+    if not isinstance(model_options, argparse.Namespace):
+        raise FConvError(f"{source} has no model options fconv-quantize knows; load and save it with fairseq 0.12 first")
+    if getattr(model_options, "int8_weights", False):
+        raise FConvError(f"{source} is already an int8 checkpoint")
+    models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([source])
+    model = models[0]
+    if not hasattr(model, "quantize_int8_"):
+        raise FConvError(f"{source} holds a {type(model).__name__}, not an fconv model")
+    float_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    model.eval()
+    model.quantize_int8_()
+    model_options.int8_weights = True
+    state["model"] = model.state_dict()
+    state["last_optimizer_state"] = None
+    directory = os.path.dirname(os.path.abspath(destination))
+    handle, tmp_path = tempfile.mkstemp(prefix=os.path.basename(destination) + ".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(handle, "wb") as f:
+            torch.save(state, f)
+        os.chmod(tmp_path, 0o666 & ~_umask())  # as a file opened for writing would be (mkstemp: 0600)
+        os.replace(tmp_path, destination)  # whole or not at all
+    except BaseException:
+        if os.path.exists(tmp_path):
+            os.remove(tmp_path)
+        raise
+    return {"input": os.path.getsize(source), "output": os.path.getsize(destination), "float_weights": float_bytes}
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("input", help="a checkpoint of the plugin's (or fairseq's) fconv model")
+    parser.add_argument("output", help="where the int8 checkpoint goes (a new file)")
+    args = parser.parse_args(argv)
+    compat.install()  # a fairseq command of the plugin's own: checkpoints load safely, errors print as one line
+    sizes = quantize_checkpoint(args.input, args.output)
+    print(f"fconv_plugin: wrote {args.output}: {sizes['output'] / 2**20:.1f} MB (input {sizes['input'] / 2**20:.1f} MB, "
+          f"float32 weights alone {sizes['float_weights'] / 2**20:.1f} MB)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
