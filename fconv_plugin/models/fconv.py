@@ -203,15 +203,13 @@ class FConvEncoder(FairseqEncoder):
         time_padding = None if padding_mask is None else padding_mask.t().unsqueeze(-1)
 
         def convolve(index: int, x: Tensor) -> Tensor:
-            """Zeroed padding, then the same-length convolution of block ``index``."""
-            if time_padding is not None:
-                x = x.masked_fill(time_padding, 0)
+            """The same-length convolution of block ``index``."""
             left, right = same_length_padding(self.plans[index].kernel_size)
             if left == right:
                 return self.convolutions[index].convolve(x, padding=left)
             return self.convolutions[index].convolve(nn.functional.pad(x, (0, 0, 0, 0, left, right)))
 
-        x = forward_conv_blocks(x, self.plans, self.projections, convolve, self.dropout_module)
+        x = forward_conv_blocks(x, self.plans, self.projections, convolve, self.dropout_module, padding=time_padding)
 
         x = self.fc2(x.transpose(0, 1))
         if padding_mask is not None:

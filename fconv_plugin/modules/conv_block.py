@@ -108,15 +108,20 @@ def forward_conv_blocks(
     convolve: Callable[[int, Tensor], Tensor],
     dropout: Callable[[Tensor], Tensor],
     attend: Optional[Callable[[int, Tensor], Tensor]] = None,
+    padding: Optional[Tensor] = None,
 ) -> Tensor:
     """The stack of blocks: h_l = (attend(v(conv(dropout(h_{l-1})))) + r_l) · √0.5.
 
     ``convolve(l, x)`` is block l's convolution (with whatever padding its side needs)
     and ``attend(l, x)``, when given, the decoder's attention step of block l.
+    ``padding`` (time x batch x 1, True at padding; the encoder's) is zeroed before each
+    block, so padded positions never reach real ones through the convolutions.
     """
     block_outputs = [x]
     for index, (plan, projection) in enumerate(zip(plans, projections)):
         residual = select_residual(block_outputs, plan, projection)
+        if padding is not None:
+            x = x.masked_fill(padding, 0)
         x = gated_linear_unit(convolve(index, dropout(x)))
         if attend is not None:
             x = attend(index, x)
