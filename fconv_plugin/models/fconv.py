@@ -133,6 +133,10 @@ class FConvModel(FairseqEncoderDecoderModel):
             elif isinstance(module, TokenEmbedding) and module.int8 is None and getattr(module, "weight", None) is not shared:
                 module.quantize_int8_()
 
+    def set_beam_size(self, beam_size: int) -> None:
+        """fairseq's SequenceGenerator tells the model its beam size (see the decoder's)."""
+        self.decoder.set_beam_size(beam_size)
+
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         check_dictionary_sizes(self, state_dict)
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
@@ -249,6 +253,8 @@ class FConvDecoder(FairseqIncrementalDecoder):
         self.register_buffer("version", torch.Tensor([2]))
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
         self.need_attn = True
+        self.beam_size = 1  # hypotheses per sentence in beam search, as the generator says
+        self.share_attention_across_beam = True
         padding_idx = dictionary.pad()
         self.padding_idx = padding_idx
         self.embed_tokens = TokenEmbedding(len(dictionary), embed_dim, padding_idx)
@@ -328,6 +334,8 @@ class FConvDecoder(FairseqIncrementalDecoder):
             return None
         source = AttentionSource.from_encoder(encoder_out["encoder_out"], encoder_out["encoder_padding_mask"])
         if incremental_state is not None:
+            if self.share_attention_across_beam and not self.training:
+                source = source.shared_across(self.beam_size)
             self.set_incremental_state(incremental_state, "attention_source", {"source": source})
         return source
 
@@ -344,8 +352,18 @@ class FConvDecoder(FairseqIncrementalDecoder):
         upgrade_decoder_weight_norm(state_dict, f"{name}." if name else "")
         return state_dict
 
+    def set_beam_size(self, beam_size: int) -> None:
+        """Called by fairseq's SequenceGenerator: attention inputs are then kept once per sentence."""
+        self.beam_size = beam_size
+
     def make_generation_fast_(self, need_attn: bool = False, **kwargs):
+        """As fairseq's; ``--no-beamable-mm`` (beamable_mm_beam_size None) keeps one copy per hypothesis."""
         self.need_attn = need_attn
+        if "beamable_mm_beam_size" in kwargs:
+            beam_size = kwargs["beamable_mm_beam_size"]
+            self.share_attention_across_beam = beam_size is not None
+            if beam_size is not None:
+                self.beam_size = beam_size
 
 
 def _time_major(x: Tensor, incremental: bool) -> Tensor:

@@ -9,6 +9,12 @@ the encoder outputs z_j (the keys), and reads the values z_j + e_j:
 c_i is scaled by s·√(1/s), s the (unpadded) source length, to undo the change of
 variance of a weighted sum of s vectors (§3.4), projected back to the layer width
 and added to h_i: (W c_i + h_i) · √0.5.
+
+In beam search every sentence's encoder outputs are repeated once per hypothesis. An
+``AttentionSource`` can hold them once per sentence instead (``copies`` > 1): the
+queries of a sentence's hypotheses then go through one matrix product against one
+copy of its keys and values (the idea of fairseq's BeamableMM), and reordering the
+beams moves nothing unless whole sentences leave the batch.
 """
 
 import math
@@ -30,6 +36,7 @@ class AttentionSource:
     values: Tensor  # (z + e) · √0.5, batch x src_len x embed
     padding_mask: Optional[Tensor]  # batch x src_len, True at padding
     length_scale: Union[float, Tensor]  # s · √(1/s), a float or batch x 1 x 1
+    copies: int = 1  # decoder rows per source row: the beam when shared across it
 
     @classmethod
     def from_encoder(cls, encoder_out: Tuple[Tensor, Tensor], padding_mask: Optional[Tensor]) -> "AttentionSource":
@@ -41,7 +48,40 @@ class AttentionSource:
             length_scale=_length_scale(values, padding_mask),
         )
 
+    def shared_across(self, copies: int) -> "AttentionSource":
+        """One row per sentence if every run of ``copies`` rows holds one sentence's copies.
+
+        Checked on the keys and the mask (once per batch), so a wrong beam size only
+        costs the sharing, never the result.
+        """
+        rows = self.keys.size(0)
+        if copies <= 1 or self.copies != 1 or rows % copies != 0:
+            return self
+        first = torch.arange(0, rows, copies, device=self.keys.device)
+        shared = self._rows(first, copies)
+        if not torch.equal(shared.keys.repeat_interleave(copies, dim=0), self.keys):
+            return self
+        if self.padding_mask is not None and not torch.equal(
+            shared.padding_mask.repeat_interleave(copies, dim=0), self.padding_mask
+        ):
+            return self
+        return shared
+
     def index_select(self, order: Tensor) -> "AttentionSource":
+        """The source for decoder rows ``order`` (beam search's reordering)."""
+        if self.copies == 1:
+            return self._rows(order, 1)
+        if order.numel() % self.copies == 0:
+            sentences = order.view(-1, self.copies).div(self.copies, rounding_mode="floor")
+            if bool(sentences.eq(sentences[:, :1]).all()):  # each hypothesis stays with its sentence
+                kept = sentences[:, 0]
+                if kept.numel() == self.keys.size(0) and bool(kept.eq(torch.arange(kept.numel(), device=kept.device)).all()):
+                    return self  # the same sentences: nothing to move
+                return self._rows(kept, self.copies)
+        # rows moved between sentences: one row per decoder row again
+        return self._rows(order.div(self.copies, rounding_mode="floor"), 1)
+
+    def _rows(self, order: Tensor, copies: int) -> "AttentionSource":
         return AttentionSource(
             keys=self.keys.index_select(0, order),
             values=self.values.index_select(0, order),
@@ -49,6 +89,7 @@ class AttentionSource:
             length_scale=self.length_scale
             if isinstance(self.length_scale, float)
             else self.length_scale.index_select(0, order),
+            copies=copies,
         )
 
 
@@ -71,9 +112,15 @@ class AttentionLayer(nn.Module):
     def forward(self, h: Tensor, target_embedding: Tensor, source: AttentionSource) -> Tuple[Tensor, Tensor]:
         """``h``: batch x tgt_len x channels. Returns the new state and a (b x tgt x src)."""
         query = (self.in_projection(h) + target_embedding) * SQRT_HALF
+        rows, steps = query.shape[:2]
+        if source.copies > 1:  # a sentence's hypotheses together: sentences x copies·tgt x embed
+            query = query.reshape(rows // source.copies, source.copies * steps, -1)
         scores = torch.bmm(query, source.keys)
         if source.padding_mask is not None:
             scores = scores.masked_fill(source.padding_mask.unsqueeze(1), float("-inf"))
         weights = torch.softmax(scores, dim=-1)
         context = torch.bmm(weights, source.values) * source.length_scale
+        if source.copies > 1:
+            weights = weights.view(rows, steps, -1)
+            context = context.view(rows, steps, -1)
         return (self.out_projection(context) + h) * SQRT_HALF, weights

@@ -157,3 +157,27 @@ def test_training_mode_with_dropout_draws_the_same_masks_as_fairseq(config):
         torch.manual_seed(5)
         logits.append(model(src, lengths, prev)[0])
     assert relative_error(*logits) < TOLERANCE
+
+
+def _copies_seen_by_attention(model, run):
+    """How many decoder rows share each attention source row, at every attention call."""
+    layer = next(layer for layer in model.decoder.attention if layer is not None)
+    seen = []
+    handle = layer.register_forward_hook(lambda module, inputs, output: seen.append(inputs[2].copies))
+    try:
+        run()
+    finally:
+        handle.remove()
+    return seen
+
+
+@pytest.mark.parametrize("no_beamable_mm", [False, True])
+def test_beam_search_keeps_one_attention_source_per_sentence(no_beamable_mm):
+    """fairseq's generator names the beam; --no-beamable-mm keeps one copy per hypothesis."""
+    arch, overrides = CONFIGS["odd"]
+    torch.manual_seed(1)
+    ours, reference = build_pair(arch, TASK, **overrides)
+    ours.eval()
+    ours.make_generation_fast_(beamable_mm_beam_size=None if no_beamable_mm else 5, need_attn=False)
+    seen = _copies_seen_by_attention(ours, lambda: _assert_identical_beam_search(ours, reference))
+    assert seen and set(seen) == ({1} if no_beamable_mm else {5})

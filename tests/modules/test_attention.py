@@ -31,3 +31,58 @@ def test_attention_matches_the_paper_formulas_in_float64():
             assert torch.allclose(out[b, i], expected, rtol=1e-10)
             assert torch.allclose(weights[b, i, real], a, rtol=1e-10)
             assert torch.count_nonzero(weights[b, i, padding[b]]) == 0
+
+
+def _beam_batch(beam=3, sentences=2, tgt_len=1, src_len=5):
+    """A source per sentence repeated once per hypothesis, as beam search lays it out."""
+    torch.manual_seed(1)
+    z = torch.randn(sentences, src_len, 4, dtype=torch.float64).repeat_interleave(beam, dim=0)
+    values = torch.randn(sentences, src_len, 4, dtype=torch.float64).repeat_interleave(beam, dim=0)
+    padding = torch.tensor([[True, True, False, False, False], [False] * 5]).repeat_interleave(beam, dim=0)
+    h = torch.randn(sentences * beam, tgt_len, 6, dtype=torch.float64)
+    g = torch.randn(sentences * beam, tgt_len, 4, dtype=torch.float64)
+    return h, g, AttentionSource.from_encoder((z, values), padding)
+
+
+def test_a_source_shared_across_the_beam_gives_each_hypothesis_its_own_result():
+    torch.manual_seed(0)
+    layer = AttentionLayer(conv_channels=6, embed_dim=4).double()
+    for tgt_len in (1, 3):
+        h, g, per_hypothesis = _beam_batch(tgt_len=tgt_len)
+        shared = per_hypothesis.shared_across(3)
+        assert shared.copies == 3 and shared.keys.size(0) == 2  # one copy per sentence
+        expected_out, expected_weights = layer(h, g, per_hypothesis)  # checked against the formulas above
+        out, weights = layer(h, g, shared)
+        assert torch.allclose(out, expected_out, rtol=1e-12, atol=1e-12)
+        assert torch.allclose(weights, expected_weights, rtol=1e-12, atol=1e-12)
+
+
+def test_rows_that_are_not_copies_are_not_shared():
+    h, g, source = _beam_batch()
+    assert source.shared_across(2).copies == 1  # 6 rows in pairs: rows 2 and 3 belong to different sentences
+    assert source.shared_across(4).copies == 1  # 6 rows do not split into runs of 4
+    mask = source.padding_mask.clone()
+    mask[1, 2] = True  # the second copy of the first sentence hides one more word
+    assert AttentionSource(source.keys, source.values, mask, source.length_scale).shared_across(3).copies == 1
+
+
+def test_reordering_a_shared_source_equals_reordering_every_copy():
+    torch.manual_seed(0)
+    layer = AttentionLayer(conv_channels=6, embed_dim=4).double()
+    h, g, per_hypothesis = _beam_batch()
+    shared = per_hypothesis.shared_across(3)
+    orders = {
+        "beams swap within each sentence": ([2, 0, 0, 5, 3, 4], 3, 2),
+        "the first sentence finished": ([4, 3, 3], 3, 1),
+        "rows move between sentences": ([0, 3, 1, 4, 2, 5], 1, 6),
+        "not whole sentences": ([0, 1, 2, 3], 1, 4),
+    }
+    for name, (order, copies, rows) in orders.items():
+        order = torch.tensor(order)
+        reordered = shared.index_select(order)
+        assert (reordered.copies, reordered.keys.size(0)) == (copies, rows), name
+        out, weights = layer(h[order], g[order], reordered)
+        expected_out, expected_weights = layer(h[order], g[order], per_hypothesis.index_select(order))
+        assert torch.allclose(out, expected_out, rtol=1e-12, atol=1e-12), name
+        assert torch.allclose(weights, expected_weights, rtol=1e-12, atol=1e-12), name
+    assert shared.index_select(torch.tensor([1, 1, 0, 5, 5, 3])) is shared  # nothing moves
