@@ -133,4 +133,5 @@ echo "  curve: $work/training.png   model: $work/checkpoints/checkpoint_best.pt"
 echo "  translations: $work/test.hyp.en   logs: $work/{train,generate,interactive}.log"
 echo
 echo "quickstart finished in $(( $(date +%s) - start )) s: BLEU $model_bleu vs copy baseline $copy_bleu"
-python -c "import sys; sys.exit(0 if float('$model_bleu') > float('$copy_bleu') + 3 else 'the model did not beat the baseline')"
+python -c "import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) + 3 else 'the model did not beat the baseline')" \
+    "$model_bleu" "$copy_bleu"

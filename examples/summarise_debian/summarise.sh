@@ -97,7 +97,7 @@ for min_len in 1 4; do
             rouge_l=$(python "$here/score.py" valid.raw.syn valid.hyp --json \
                 | python -c "import json, sys; print(round(json.load(sys.stdin)['rougeL_f1'], 2))")
             printf '  %-52s ROUGE-L F1 %s\n' "$setting" "$rouge_l"
-            if python -c "import sys; sys.exit(0 if $rouge_l > $best_rouge_l else 1)"; then
+            if python -c "import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) else 1)" "$rouge_l" "$best_rouge_l"; then
                 best_setting=$setting best_rouge_l=$rouge_l
             fi
         done
