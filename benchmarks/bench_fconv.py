@@ -4,19 +4,22 @@ For each architecture both models get the same random weights (fairseq's, loaded
 into the plugin) and the vocabulary such a model is trained with (8k joint BPE for
 the small IWSLT model, as in the quickstart; 40k for WMT'14 En-De, as in the paper).
 Generation goes through fairseq's SequenceGenerator after make_generation_fast_, as
-fairseq-generate does, after one untimed warm-up run each. The two models take turns
+fairseq-generate does, after one untimed warm-up run each; a third model, the plugin's
+with int8 weights (what fconv-quantize writes), runs beside them. The models take turns
 within every repetition, in an order that alternates from one repetition to the next,
 so drift and cache effects hit both alike; the report shows medians with their spread
 (interquartile range / median), the ratio plugin/fairseq, and whether the hypotheses
 were identical in every repetition (same number, same tokens, same scores). Peak
 memory is measured in a separate process per model, above that process's footprint
-after the imports (torch and fairseq alone take ~400 MB).
+after the imports (torch and fairseq alone take ~400 MB). The same run measures the
+machine's peak GEMM rate (float32 and int8) and how close beam-5 decoding comes to it.
 
     .venv/bin/python benchmarks/bench_fconv.py            # full run
     .venv/bin/python benchmarks/bench_fconv.py --quick    # fewer repetitions
 """
 
 import argparse
+import copy
 import json
 import platform
 import statistics
@@ -128,9 +131,16 @@ def summary(seconds):
     return median, (q3 - q1) / median
 
 
+def with_int8(models):
+    """The plugin's model once more, with int8 weights (fconv-quantize's conversion)."""
+    int8 = copy.deepcopy(models["plugin"])
+    int8.quantize_int8_()
+    return {**models, "int8": int8}
+
+
 def bench_generation(arch, task, beam, batch_size, reps, max_len):
     """Fresh models (make_generation_fast_ is one-way), same seed, so the same weights."""
-    prepared = {name: prepared_for_generation(m, beam) for name, m in build_models(arch, task).items()}
+    prepared = {name: prepared_for_generation(m, beam) for name, m in with_int8(build_models(arch, task)).items()}
     sample = source_batch(task, batch_size, seed=1)
     generators = {
         name: SequenceGenerator([m], task.target_dictionary, beam_size=beam, max_len_a=0, max_len_b=max_len, min_len=max_len)
@@ -148,6 +158,7 @@ def bench_generation(arch, task, beam, batch_size, reps, max_len):
                 times[name].append(seconds)
             identical = identical and same_hypotheses(outputs["plugin"], outputs["fairseq"])
     tokens = sum(len(h[0]["tokens"]) for h in outputs["plugin"])
+    int8_agrees = sum(torch.equal(a[0]["tokens"], b[0]["tokens"]) for a, b in zip(outputs["int8"], outputs["plugin"]))
     medians, spreads = {}, {}
     for name, seconds in times.items():
         medians[name], spreads[name] = summary(seconds)
@@ -157,6 +168,7 @@ def bench_generation(arch, task, beam, batch_size, reps, max_len):
         "seconds_per_step": {n: s / max_len for n, s in medians.items()},
         "spread": spreads,
         "identical": identical,
+        "int8_same_best": f"{int8_agrees}/{batch_size}",
     }
 
 
@@ -193,6 +205,27 @@ def copy_bandwidth():
     target.copy_(source)
     seconds = min(time_call(lambda: target.copy_(source))[0] for _ in range(5))
     return source.numel() * source.element_size() / seconds
+
+
+def peak_gemm_rates(size=1536):
+    """GFLOP/s of one large float32 matrix product and of the int8 (dynamic) one."""
+    from fconv_plugin.modules.int8 import Int8Weight
+
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    int8 = Int8Weight.from_float(b)
+    rates = {}
+    for name, product in (("float32", lambda: a @ b.t()), ("int8", lambda: int8.linear(a, None))):
+        product()
+        seconds = min(time_call(product)[0] for _ in range(5))
+        rates[name] = 2 * size**3 / seconds / 1e9
+    return rates
+
+
+def decoder_gemm_flops_per_step(model, rows):
+    """Multiply-adds x 2 of the decoder's matrix products for one step of ``rows`` hypotheses."""
+    weights = sum(p.numel() for name, p in model.decoder.named_parameters()
+                  if not name.startswith(("embed_tokens", "embed_positions")) and not name.endswith(("weight_g", "bias")))
+    return 2 * weights * rows
 
 
 def decoder_weight_bytes(model):
@@ -252,7 +285,7 @@ def main():
     reps = 3 if args.quick else 7
     bandwidth = copy_bandwidth()
     results = {"threads": torch.get_num_threads(), "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
-               "copy_bandwidth_GBps": bandwidth / 1e9, "archs": {}}
+               "copy_bandwidth_GBps": bandwidth / 1e9, "peak_gemm_GFLOPs": peak_gemm_rates(), "archs": {}}
     for arch in args.archs:
         task = make_task(arch)
         arch_results = {"vocabulary": len(task.target_dictionary)}
@@ -261,6 +294,8 @@ def main():
         models = build_models(arch, task)
         arch_results["train_step"] = bench_training(models, task, reps)
         weight_bytes = decoder_weight_bytes(models["plugin"])
+        beam, batch = GEN_SETTINGS["beam5_batch16"]
+        arch_results["beam5_gemm_flops_per_step"] = decoder_gemm_flops_per_step(models["plugin"], beam * batch)
         arch_results["beam1_floor_s_per_step"] = weight_bytes / bandwidth
         arch_results["peak_rss_MB"] = {
             phase: {which: peak_memory(arch, which, phase) / 2**20 for which in ("plugin", "fairseq")}
@@ -274,31 +309,44 @@ def main():
 
 
 def print_table(results):
-    print(f"torch {results['torch']}, {results['threads']} threads, copy bandwidth {results['copy_bandwidth_GBps']:.1f} GB/s")
+    peak = results["peak_gemm_GFLOPs"]
+    print(f"torch {results['torch']}, {results['threads']} threads, copy bandwidth {results['copy_bandwidth_GBps']:.1f} GB/s, "
+          f"peak GEMM {peak['float32']:.0f} GFLOP/s float32, {peak['int8']:.0f} GFLOP/s int8 (1536^3)")
     print("speeds: median of the repetitions (± interquartile range / median); memory: peak above the imports")
-    header = f"{'arch (vocabulary)':<24} {'measure':<34} {'plugin':>16} {'fairseq':>16} {'plugin/fairseq':>15}"
+    header = (f"{'arch (vocabulary)':<24} {'measure':<34} {'fairseq':>15} {'plugin':>15} {'plugin int8':>15}"
+              f" {'plugin/fairseq':>15} {'int8/fairseq':>13}")
     print(header)
     print("-" * len(header))
     for arch, r in results["archs"].items():
         name = f"{arch} ({r['vocabulary'] // 1000}k)"
-        rows = []
         for setting in GEN_SETTINGS:
             g = r[setting]
             same = "identical" if g["identical"] else "DIFFERENT"
-            rows.append((f"{setting} sentences/s ({same})", g["sentences_per_s"], g["spread"]))
-            rows.append((f"{setting} tokens/s", g["tokens_per_s"], g["spread"]))
-        rows.append(("train step target words/s", r["train_step"]["target_words_per_s"], r["train_step"]["spread"]))
-        for label, values, spread in rows:
-            cells = [f"{values[n]:.1f} ±{spread[n]:.0%}" for n in ("plugin", "fairseq")]
-            print(f"{name:<24} {label:<34} {cells[0]:>16} {cells[1]:>16} {values['plugin'] / values['fairseq']:>14.2f}x")
+            for label, values in ((f"{setting} sentences/s", g["sentences_per_s"]), (f"{setting} tokens/s", g["tokens_per_s"])):
+                cells = [f"{values[n]:.1f} ±{g['spread'][n]:.0%}" for n in ("fairseq", "plugin", "int8")]
+                print(f"{name:<24} {label:<34} {cells[0]:>15} {cells[1]:>15} {cells[2]:>15}"
+                      f" {values['plugin'] / values['fairseq']:>14.2f}x {values['int8'] / values['fairseq']:>12.2f}x")
+            print(f"{name:<24}   hypotheses: plugin vs fairseq {same} in every repetition; "
+                  f"int8's best = float32's for {g['int8_same_best']} sentences (random weights)")
+        train = r["train_step"]
+        cells = [f"{train['target_words_per_s'][n]:.1f} ±{train['spread'][n]:.0%}" for n in ("fairseq", "plugin")]
+        ratio = train["target_words_per_s"]["plugin"] / train["target_words_per_s"]["fairseq"]
+        print(f"{name:<24} {'train step target words/s':<34} {cells[0]:>15} {cells[1]:>15} {'-':>15} {ratio:>14.2f}x {'-':>13}")
         for phase, mem in r["peak_rss_MB"].items():
             label = f"peak MB, {phase} (lower is better)"
-            print(f"{name:<24} {label:<34} {mem['plugin']:>16.0f} {mem['fairseq']:>16.0f} {mem['plugin'] / mem['fairseq']:>14.2f}x")
+            print(f"{name:<24} {label:<34} {mem['fairseq']:>15.0f} {mem['plugin']:>15.0f} {'-':>15}"
+                  f" {mem['plugin'] / mem['fairseq']:>14.2f}x {'-':>13}")
+        flops = r["beam5_gemm_flops_per_step"]
+        steps = r["beam5_batch16"]["seconds_per_step"]
+        rates = {n: flops / steps[n] / 1e9 for n in ("fairseq", "plugin", "int8")}
+        print(f"{name:<24}   beam5_batch16 decoder GEMM GFLOP/s: fairseq {rates['fairseq']:.0f}, plugin {rates['plugin']:.0f} "
+              f"({rates['plugin'] / peak['float32']:.0%} of the float32 peak), int8 {rates['int8']:.0f} "
+              f"({rates['int8'] / peak['int8']:.0%} of the int8 peak)")
         floor = r["beam1_floor_s_per_step"]
         steps = r["beam1_batch1"]["seconds_per_step"]
-        print(f"{name:<24} beam1 ms/step: plugin {steps['plugin'] * 1e3:.2f} ({steps['plugin'] / floor:.2f}x floor), "
-              f"fairseq {steps['fairseq'] * 1e3:.2f} ({steps['fairseq'] / floor:.2f}x floor); "
-              f"floor {floor * 1e3:.2f} = decoder weights / copy bandwidth")
+        print(f"{name:<24}   beam1 ms/step: fairseq {steps['fairseq'] * 1e3:.2f}, plugin {steps['plugin'] * 1e3:.2f} "
+              f"({steps['plugin'] / floor:.2f}x floor), int8 {steps['int8'] * 1e3:.2f}; "
+              f"floor {floor * 1e3:.2f} = float32 decoder weights / copy bandwidth")
 
 
 if __name__ == "__main__":
