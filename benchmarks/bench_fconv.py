@@ -60,16 +60,17 @@ def make_task(arch, vocabulary=None):
     return _Task(dictionary)
 
 
-def _args(arch):
-    args = argparse.Namespace(arch=arch, max_source_positions=1024, max_target_positions=1024, dropout=0.1)
+def _args(arch, **overrides):
+    args = argparse.Namespace(arch=arch, max_source_positions=1024, max_target_positions=1024, dropout=0.1, **overrides)
     ARCHITECTURES[arch](args)
     return args
 
 
-def build_models(arch, task, seed=0):
+def build_models(arch, task, seed=0, overrides=None):
+    """Both models with the same (fairseq's) random weights; ``overrides``: model options."""
     torch.manual_seed(seed)
-    reference = reference_fconv.FConvModel.build_model(_args(arch), task)
-    ours = FConvModel.build_model(_args(arch), task)
+    reference = reference_fconv.FConvModel.build_model(_args(arch, **(overrides or {})), task)
+    ours = FConvModel.build_model(_args(arch, **(overrides or {})), task)
     ours.load_state_dict(reference.state_dict())
     return {"plugin": ours, "fairseq": reference}
 
