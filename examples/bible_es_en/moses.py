@@ -9,9 +9,11 @@ produces at translation time; the sacremoses command line's ``-x`` flag has mean
 escaping on or off depending on the click version installed.
 """
 
+import logging
 import sys
 
-from fairseq.data.encoders.moses_tokenizer import MosesTokenizer, MosesTokenizerConfig
+logging.getLogger("fairseq").setLevel(logging.WARNING)  # importing fairseq logs INFO lines a tokenizer has no use for
+from fairseq.data.encoders.moses_tokenizer import MosesTokenizer, MosesTokenizerConfig  # noqa: E402
 
 
 def main():

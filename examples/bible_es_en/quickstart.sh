@@ -72,7 +72,7 @@ step "4/8 fairseq-preprocess"
 fairseq-preprocess --source-lang es --target-lang en --trainpref train.bpe --validpref valid.bpe \
     --testpref test.bpe --destdir data-bin --workers 2 --thresholdsrc 2 --thresholdtgt 2 > preprocess.log 2>&1 \
     || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed (log: $work/preprocess.log)"; }
-grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" | head -n 4
+grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" | awk '!seen[$0]++' # each line once
 
 validate_every=$(( (updates + 3) / 4 ))
 step "5/8 fairseq-train --user-dir fconv_plugin --arch fconv_iwslt_de_en: $updates updates, recipe $recipe

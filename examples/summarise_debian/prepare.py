@@ -13,11 +13,13 @@ scoring and the lead baseline).
 
 import argparse
 import hashlib
+import logging
 import lzma
 import multiprocessing
 from pathlib import Path
 
-from fairseq.data.encoders.moses_tokenizer import MosesTokenizer, MosesTokenizerConfig
+logging.getLogger("fairseq").setLevel(logging.WARNING)  # importing fairseq logs INFO lines a tokenizer has no use for
+from fairseq.data.encoders.moses_tokenizer import MosesTokenizer, MosesTokenizerConfig  # noqa: E402
 
 
 def bucket(source_package: str) -> float:
