@@ -20,6 +20,7 @@ import torch
 from fairseq import checkpoint_utils
 
 from .. import compat
+from ..compat.atomic_checkpoints import new_file_mode
 from ..compat.safe_loading import loading_fairseq_checkpoints
 from ..errors import FConvError
 
@@ -52,19 +53,13 @@ def quantize_checkpoint(source: str, destination: str) -> dict:
     try:
         with os.fdopen(handle, "wb") as f:
             torch.save(state, f)
-        os.chmod(tmp_path, 0o666 & ~_umask())  # as a file opened for writing would be (mkstemp: 0600)
+        os.chmod(tmp_path, new_file_mode())  # as a file opened for writing would be (mkstemp: 0600)
         os.replace(tmp_path, destination)  # whole or not at all
     except BaseException:
         if os.path.exists(tmp_path):
             os.remove(tmp_path)
         raise
     return {"input": os.path.getsize(source), "output": os.path.getsize(destination), "float_weights": float_bytes}
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def main(argv=None) -> None:

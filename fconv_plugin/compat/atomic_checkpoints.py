@@ -6,7 +6,8 @@ plain file copy. A run killed during that copy leaves a truncated
 ``checkpoint_last.pt``, and the restart that should resume from it fails. Copies of
 local files now go through a temporary file in the same directory and an atomic
 ``os.replace``; temporary files a killed copy left behind are removed by the next
-copy to the same checkpoint.
+copy to the same checkpoint. The copy gets the permissions a plain copy would
+(``0666`` less the umask), not ``mkstemp``'s private ``0600``.
 """
 
 import glob
@@ -31,12 +32,20 @@ def atomic_copy(src_path: str, dst_path: str) -> bool:
             shutil.copyfileobj(src, tmp, length=16 * 1024 * 1024)
             tmp.flush()
             os.fsync(tmp.fileno())
+        os.chmod(tmp_path, new_file_mode())
         os.replace(tmp_path, dst_path)
     except BaseException:
         if os.path.exists(tmp_path):
             os.remove(tmp_path)
         raise
     return True
+
+
+def new_file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: 0666 less this process's umask."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def _copy(original):

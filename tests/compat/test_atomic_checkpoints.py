@@ -1,5 +1,7 @@
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -82,3 +84,18 @@ def test_a_copy_killed_midway_leaves_the_previous_checkpoint_whole(tmp_path):
 
 def _temporary_files(directory):
     return sorted(directory.glob("checkpoint_last.pt.*.tmp"))
+
+
+def test_a_copy_gets_the_permissions_fairseqs_plain_copy_gives(tmp_path):
+    """mkstemp makes 0600 files; checkpoint_best.pt must stay as readable as fairseq makes it."""
+    source = tmp_path / "checkpoint_2_600.pt"
+    source.write_bytes(b"weights")
+    for umask in (0o022, 0o077, 0o002):
+        previous = os.umask(umask)
+        try:
+            plain, atomic = tmp_path / f"plain-{umask:o}.pt", tmp_path / f"atomic-{umask:o}.pt"
+            shutil.copyfile(source, plain)  # what fairseq's PathManager.copy does without the plugin
+            atomic_copy(str(source), str(atomic))
+        finally:
+            os.umask(previous)
+        assert stat.S_IMODE(atomic.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode) == 0o666 & ~umask
