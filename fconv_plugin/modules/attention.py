@@ -51,20 +51,16 @@ class AttentionSource:
     def shared_across(self, copies: int) -> "AttentionSource":
         """One row per sentence if every run of ``copies`` rows holds one sentence's copies.
 
-        Checked on the keys and the mask (once per batch), so a wrong beam size only
+        Checked on keys, values and mask (once per batch), so a wrong beam size only
         costs the sharing, never the result.
         """
         rows = self.keys.size(0)
         if copies <= 1 or self.copies != 1 or rows % copies != 0:
             return self
-        first = torch.arange(0, rows, copies, device=self.keys.device)
-        shared = self._rows(first, copies)
-        if not torch.equal(shared.keys.repeat_interleave(copies, dim=0), self.keys):
-            return self
-        if self.padding_mask is not None and not torch.equal(
-            shared.padding_mask.repeat_interleave(copies, dim=0), self.padding_mask
-        ):
-            return self
+        shared = self._rows(torch.arange(0, rows, copies, device=self.keys.device), copies)
+        for one_copy, every_copy in ((shared.keys, self.keys), (shared.values, self.values), (shared.padding_mask, self.padding_mask)):
+            if every_copy is not None and not torch.equal(one_copy.repeat_interleave(copies, dim=0), every_copy):
+                return self
         return shared
 
     def index_select(self, order: Tensor) -> "AttentionSource":
@@ -75,7 +71,8 @@ class AttentionSource:
             sentences = order.view(-1, self.copies).div(self.copies, rounding_mode="floor")
             if bool(sentences.eq(sentences[:, :1]).all()):  # each hypothesis stays with its sentence
                 kept = sentences[:, 0]
-                if kept.numel() == self.keys.size(0) and bool(kept.eq(torch.arange(kept.numel(), device=kept.device)).all()):
+                unchanged = torch.arange(self.keys.size(0), device=kept.device)
+                if kept.numel() == unchanged.numel() and bool(kept.eq(unchanged).all()):
                     return self  # the same sentences: nothing to move
                 return self._rows(kept, self.copies)
         # rows moved between sentences: one row per decoder row again

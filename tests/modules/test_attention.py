@@ -64,6 +64,9 @@ def test_rows_that_are_not_copies_are_not_shared():
     mask = source.padding_mask.clone()
     mask[1, 2] = True  # the second copy of the first sentence hides one more word
     assert AttentionSource(source.keys, source.values, mask, source.length_scale).shared_across(3).copies == 1
+    values = source.values.clone()
+    values[4, 0, 0] += 1.0  # the second copy of the second sentence reads other values
+    assert AttentionSource(source.keys, values, source.padding_mask, source.length_scale).shared_across(3).copies == 1
 
 
 def test_reordering_a_shared_source_equals_reordering_every_copy():
