@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_fconv import build_models, make_task, prepared_for_generation, source_batch, turns  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
-# the functions whose cumulative time is reported, by (file name ending, function name)
+# the functions whose cumulative time is reported: (file name ending, function name, a word in
+# the name of the class that defines it, or None for any)
 PARTS = {
     "encoder": ("fconv.py", "forward", "Encoder"),
     "decoder steps": ("fconv.py", "forward", "Decoder"),
