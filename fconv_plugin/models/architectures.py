@@ -28,6 +28,7 @@ def base_architecture(args: Namespace) -> None:
     _default(args, "share_input_output_embed", False)
     _default(args, "no_encoder_positional_embeddings", False)
     _default(args, "no_decoder_positional_embeddings", False)
+    _default(args, "pointer_generator", False)
 
 
 def fconv_iwslt_de_en(args: Namespace) -> None:
@@ -78,6 +79,12 @@ def fconv_gigaword(args: Namespace) -> None:
     base_architecture(args)
 
 
+def fconv_gigaword_copy(args: Namespace) -> None:
+    """``fconv_gigaword`` that can also copy source words (pointer-generator, See et al. 2017)."""
+    _default(args, "pointer_generator", True)
+    fconv_gigaword(args)
+
+
 ARCHITECTURES: Dict[str, Callable[[Namespace], None]] = {
     "fconv": base_architecture,
     "fconv_iwslt_de_en": fconv_iwslt_de_en,
@@ -85,4 +92,5 @@ ARCHITECTURES: Dict[str, Callable[[Namespace], None]] = {
     "fconv_wmt_en_de": fconv_wmt_en_de,
     "fconv_wmt_en_fr": fconv_wmt_en_fr,
     "fconv_gigaword": fconv_gigaword,
+    "fconv_gigaword_copy": fconv_gigaword_copy,
 }

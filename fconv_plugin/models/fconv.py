@@ -26,6 +26,7 @@ from ..modules import (
     WeightNormLinear,
     WeightNormalized,
     encoder_gradient_scale,
+    PointerGenerator,
     forward_conv_blocks,
     plan_conv_stack,
     positional_embedding_or_none,
@@ -85,6 +86,9 @@ class FConvModel(FairseqEncoderDecoderModel):
                             help="share input and output embeddings (requires --decoder-out-embed-dim equal to --decoder-embed-dim)")
         parser.add_argument("--no-encoder-positional-embeddings", action="store_true", help="no position embeddings in the encoder (ablation)")
         parser.add_argument("--no-decoder-positional-embeddings", action="store_true", help="no position embeddings in the decoder (ablation)")
+        parser.add_argument("--pointer-generator", action="store_true",
+                            help="copy source words through the attention, gated by a learned p_gen "
+                                 "(See et al. 2017); needs fairseq-preprocess --joined-dictionary")
 
     @classmethod
     def build_model(cls, args, task):
@@ -93,6 +97,8 @@ class FConvModel(FairseqEncoderDecoderModel):
         decoder_layers = parse_conv_layers(args.decoder_layers, "--decoder-layers")
         attention = parse_attention(args.decoder_attention, len(decoder_layers))
         _check_dimensions(args)
+        if args.pointer_generator:
+            _check_joined_dictionary(task.source_dictionary, task.target_dictionary)
         encoder = FConvEncoder(
             task.source_dictionary,
             embed_dim=args.encoder_embed_dim,
@@ -100,6 +106,7 @@ class FConvModel(FairseqEncoderDecoderModel):
             dropout=args.dropout,
             max_positions=args.max_source_positions,
             positional_embeddings=not args.no_encoder_positional_embeddings,
+            return_source_tokens=args.pointer_generator,
         )
         decoder = FConvDecoder(
             task.target_dictionary,
@@ -111,6 +118,7 @@ class FConvModel(FairseqEncoderDecoderModel):
             max_positions=args.max_target_positions,
             share_embed=args.share_input_output_embed,
             positional_embeddings=not args.no_decoder_positional_embeddings,
+            pointer_generator=args.pointer_generator,
         )
         if args.encoder_embed_path:
             load_pretrained_embeddings(encoder.embed_tokens, args.encoder_embed_path, task.source_dictionary, "--encoder-embed-path")
@@ -149,6 +157,15 @@ class FConvModel(FairseqEncoderDecoderModel):
             self.decoder.need_attn = True
 
 
+def _check_joined_dictionary(source_dictionary, target_dictionary) -> None:
+    """Copying puts source token ids into the target vocabulary: both must be one dictionary."""
+    if source_dictionary.symbols != target_dictionary.symbols:
+        raise FConvError(
+            "--pointer-generator copies source tokens into the output, so source and target must share one "
+            "dictionary; binarise with fairseq-preprocess --joined-dictionary"
+        )
+
+
 def _check_dimensions(args) -> None:
     for name in ("encoder_embed_dim", "decoder_embed_dim", "decoder_out_embed_dim"):
         value = getattr(args, name)
@@ -174,10 +191,12 @@ class FConvEncoder(FairseqEncoder):
         dropout: float = 0.1,
         max_positions: int = 1024,
         positional_embeddings: bool = True,
+        return_source_tokens: bool = False,
     ):
         super().__init__(dictionary)
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
         self.num_attention_layers = None
+        self.return_source_tokens = return_source_tokens  # a pointer-generator decoder copies them
         self.padding_idx = dictionary.pad()
         self.embed_tokens = TokenEmbedding(len(dictionary), embed_dim, self.padding_idx)
         self.embed_positions = positional_embedding_or_none(positional_embeddings, max_positions, embed_dim, self.padding_idx)
@@ -220,15 +239,21 @@ class FConvEncoder(FairseqEncoder):
             x = x.masked_fill(padding_mask.unsqueeze(-1), 0)
         x = scale_gradient(x, encoder_gradient_scale(self.num_attention_layers))
         attention_values = (x + input_embedding) * SQRT_HALF
-        return {"encoder_out": (x, attention_values), "encoder_padding_mask": padding_mask}
+        out = {"encoder_out": (x, attention_values), "encoder_padding_mask": padding_mask}
+        if self.return_source_tokens:
+            out["src_tokens"] = src_tokens
+        return out
 
     def reorder_encoder_out(self, encoder_out, new_order):
         keys, values = encoder_out["encoder_out"]
         padding_mask = encoder_out["encoder_padding_mask"]
-        return {
+        reordered = {
             "encoder_out": (keys.index_select(0, new_order), values.index_select(0, new_order)),
             "encoder_padding_mask": None if padding_mask is None else padding_mask.index_select(0, new_order),
         }
+        if "src_tokens" in encoder_out:
+            reordered["src_tokens"] = encoder_out["src_tokens"].index_select(0, new_order)
+        return reordered
 
     def max_positions(self):
         return _longest_sentence(self.embed_positions)
@@ -248,6 +273,7 @@ class FConvDecoder(FairseqIncrementalDecoder):
         dropout: float = 0.1,
         share_embed: bool = False,
         positional_embeddings: bool = True,
+        pointer_generator: bool = False,
     ):
         super().__init__(dictionary)
         self.register_buffer("version", torch.Tensor([2]))
@@ -280,11 +306,18 @@ class FConvDecoder(FairseqIncrementalDecoder):
             nn.init.zeros_(self.fc3.bias)
         else:
             self.fc3 = WeightNormLinear(out_embed_dim, len(dictionary), dropout=dropout)
+        self.pointer_generator = None
+        if pointer_generator:
+            if self.num_attention_layers == 0:
+                raise FConvError("--pointer-generator copies through the attention; give at least one layer attention")
+            self.pointer_generator = PointerGenerator(out_embed_dim, embed_dim, embed_dim)
 
     def forward(self, prev_output_tokens: Tensor, encoder_out=None, incremental_state=None, **unused):
         """Returns logits (batch x tgt_len x vocab) and the attention averaged over layers.
 
-        With ``incremental_state`` only the last target position is computed.
+        With the pointer-generator the first output is log-probabilities of the mixture
+        of generating and copying instead. With ``incremental_state`` only the last
+        target position is computed.
         """
         incremental = incremental_state is not None
         source = self._attention_source(encoder_out, incremental_state)
@@ -300,7 +333,8 @@ class FConvDecoder(FairseqIncrementalDecoder):
         x = self.fc1(x)
         # Full sequences run the convolutions time-major; single steps stay batch-major.
         x = _time_major(x, incremental)
-        want_attention = not self.training and self.need_attn
+        copying = self.pointer_generator is not None
+        want_attention = copying or (not self.training and self.need_attn)
         attention_weights: List[Tensor] = []
 
         def convolve(index: int, x: Tensor) -> Tensor:
@@ -320,9 +354,22 @@ class FConvDecoder(FairseqIncrementalDecoder):
 
         x = self.fc2(_batch_major(x, incremental))
         x = self.dropout_module(x)
+        state = x
         x = self.fc3(x)
         average_attention = sum(attention_weights) / self.num_attention_layers if attention_weights else None
+        if copying:
+            x = self.pointer_generator(
+                x, state, source.read(average_attention), target_embedding, average_attention, source.tokens_per_row()
+            )
+            if not (self.need_attn and not self.training):
+                average_attention = None
         return x, average_attention
+
+    def get_normalized_probs(self, net_output, log_probs, sample=None):
+        """Softmax of the logits; the pointer-generator's output is log-probabilities already."""
+        if self.pointer_generator is None:
+            return super().get_normalized_probs(net_output, log_probs, sample)
+        return net_output[0] if log_probs else net_output[0].exp()
 
     def _attention_source(self, encoder_out, incremental_state) -> Optional[AttentionSource]:
         """Encoder outputs prepared for attention; once per sentence when decoding step by step."""
@@ -332,7 +379,9 @@ class FConvDecoder(FairseqIncrementalDecoder):
                 return cached["source"]
         if encoder_out is None:
             return None
-        source = AttentionSource.from_encoder(encoder_out["encoder_out"], encoder_out["encoder_padding_mask"])
+        source = AttentionSource.from_encoder(
+            encoder_out["encoder_out"], encoder_out["encoder_padding_mask"], encoder_out.get("src_tokens")
+        )
         if incremental_state is not None:
             if self.share_attention_across_beam and not self.training:
                 source = source.shared_across(self.beam_size)

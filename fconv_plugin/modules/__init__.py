@@ -15,6 +15,7 @@ from .conv_block import (
 from .embeddings import LearnedPositionalEmbedding, TokenEmbedding, make_positions, positional_embedding_or_none
 from .gradient_scaling import encoder_gradient_scale, scale_gradient
 from .int8 import Int8Weight
+from .pointer_generator import PointerGenerator
 from .weight_norm import WeightNormConvTBC, WeightNormLinear, WeightNormalized
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "Int8Weight",
     "ConvLayerSpec",
     "LearnedPositionalEmbedding",
+    "PointerGenerator",
     "TokenEmbedding",
     "WeightNormConvTBC",
     "WeightNormLinear",

@@ -37,16 +37,34 @@ class AttentionSource:
     padding_mask: Optional[Tensor]  # batch x src_len, True at padding
     length_scale: Union[float, Tensor]  # s · √(1/s), a float or batch x 1 x 1
     copies: int = 1  # decoder rows per source row: the beam when shared across it
+    tokens: Optional[Tensor] = None  # batch x src_len source words, kept for copying them
 
     @classmethod
-    def from_encoder(cls, encoder_out: Tuple[Tensor, Tensor], padding_mask: Optional[Tensor]) -> "AttentionSource":
+    def from_encoder(
+        cls, encoder_out: Tuple[Tensor, Tensor], padding_mask: Optional[Tensor], tokens: Optional[Tensor] = None
+    ) -> "AttentionSource":
         keys, values = encoder_out
         return cls(
             keys=keys.transpose(1, 2).contiguous(),
             values=values,
             padding_mask=padding_mask,
             length_scale=_length_scale(values, padding_mask),
+            tokens=tokens,
         )
+
+    def read(self, weights: Tensor) -> Tensor:
+        """c_i = Σ_j a_ij (z_j + e_j) · s√(1/s) for attention weights (decoder rows x tgt x src)."""
+        rows, steps = weights.shape[:2]
+        if self.copies > 1:  # a sentence's hypotheses together against its one copy
+            weights = weights.reshape(rows // self.copies, self.copies * steps, -1)
+        context = torch.bmm(weights, self.values) * self.length_scale
+        return context.view(rows, steps, -1)
+
+    def tokens_per_row(self) -> Tensor:
+        """The source words of every decoder row (rows x src_len)."""
+        if self.tokens is None:
+            raise ValueError("this attention source was built without its source tokens")
+        return self.tokens.repeat_interleave(self.copies, dim=0) if self.copies > 1 else self.tokens
 
     def shared_across(self, copies: int) -> "AttentionSource":
         """One row per sentence if every run of ``copies`` rows holds one sentence's copies.
@@ -58,7 +76,10 @@ class AttentionSource:
         if copies <= 1 or self.copies != 1 or rows % copies != 0:
             return self
         shared = self._rows(torch.arange(0, rows, copies, device=self.keys.device), copies)
-        for one_copy, every_copy in ((shared.keys, self.keys), (shared.values, self.values), (shared.padding_mask, self.padding_mask)):
+        for one_copy, every_copy in (
+            (shared.keys, self.keys), (shared.values, self.values),
+            (shared.padding_mask, self.padding_mask), (shared.tokens, self.tokens),
+        ):
             if every_copy is not None and not torch.equal(one_copy.repeat_interleave(copies, dim=0), every_copy):
                 return self
         return shared
@@ -87,6 +108,7 @@ class AttentionSource:
             if isinstance(self.length_scale, float)
             else self.length_scale.index_select(0, order),
             copies=copies,
+            tokens=None if self.tokens is None else self.tokens.index_select(0, order),
         )
 
 
@@ -115,9 +137,6 @@ class AttentionLayer(nn.Module):
         scores = torch.bmm(query, source.keys)
         if source.padding_mask is not None:
             scores = scores.masked_fill(source.padding_mask.unsqueeze(1), float("-inf"))
-        weights = torch.softmax(scores, dim=-1)
-        context = torch.bmm(weights, source.values) * source.length_scale
-        if source.copies > 1:
-            weights = weights.view(rows, steps, -1)
-            context = context.view(rows, steps, -1)
+        weights = torch.softmax(scores, dim=-1).view(rows, steps, -1)
+        context = source.read(weights)
         return (self.out_projection(context) + h) * SQRT_HALF, weights
