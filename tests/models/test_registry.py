@@ -13,7 +13,7 @@ from fairseq import utils as fairseq_utils
 from fconv_plugin.models import ARCHITECTURES, FConvModel
 
 PLUGIN_DIR = os.path.dirname(fconv_plugin.__file__)
-PLUGIN_ONLY_NAMES = ["fconv_gigaword"]  # the paper's summarisation model (§5.4); fairseq has none
+PLUGIN_ONLY_NAMES = ["fconv_gigaword", "fconv_gigaword_copy"]  # summarisation (§5.4), plain and copying; fairseq has neither
 
 
 def _fairseqs_own_fconv_names():

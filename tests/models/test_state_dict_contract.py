@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from fconv_plugin.models import ARCHITECTURES
-from tests.support import DictionaryTask, build_pair, make_dictionary
+from tests.support import DictionaryTask, build_pair, build_plugin_model, make_dictionary
 
 TASK = DictionaryTask(make_dictionary(20, "s"), make_dictionary(24, "t"))
 
@@ -17,9 +17,13 @@ ODD_CONFIGS = {
 SMALL = {"encoder_embed_dim": 16, "decoder_embed_dim": 16, "decoder_out_embed_dim": 16, "encoder_layers": "[(32, 3)] * 2"}
 
 
+COPYING_ARCHITECTURES = {"fconv_gigaword_copy": "fconv_gigaword"}  # plugin-only, with the gate's parameters
+
+
 def _configs():
     for arch in ARCHITECTURES:
-        yield pytest.param(arch, {}, id=arch)
+        if arch not in COPYING_ARCHITECTURES:
+            yield pytest.param(arch, {}, id=arch)
     for name, overrides in ODD_CONFIGS.items():
         yield pytest.param("fconv", {**SMALL, **overrides}, id=name)
 
@@ -37,3 +41,19 @@ def test_state_dict_keys_and_shapes_match_fairseq_both_ways(arch, overrides):
     reference.load_state_dict(ours.state_dict(), strict=True)  # plugin -> fairseq
     for name, tensor in reference.state_dict().items():
         assert torch.equal(tensor, ours.state_dict()[name]), name
+
+
+@pytest.mark.parametrize("arch,plain_arch", sorted(COPYING_ARCHITECTURES.items()))
+def test_a_copying_architecture_is_its_plain_one_plus_the_gate(arch, plain_arch):
+    joined = DictionaryTask(TASK.target_dictionary, TASK.target_dictionary)
+    plain, _ = build_pair(plain_arch, joined)  # fairseq's names and shapes, checked above
+    plain_shapes = {name: tensor.shape for name, tensor in plain.state_dict().items()}
+    ours = {name: tensor.shape for name, tensor in build_plugin_model(arch, joined).state_dict().items()}
+    gate = {name: shape for name, shape in ours.items() if name.startswith("decoder.pointer_generator.")}
+    assert {name: shape for name, shape in ours.items() if name not in gate} == plain_shapes
+    width = 256 + 256 + 256  # output state, attention context, target embedding of fconv_gigaword
+    assert gate == {
+        "decoder.pointer_generator.gate.weight_g": (1, 1),
+        "decoder.pointer_generator.gate.weight_v": (1, width),
+        "decoder.pointer_generator.gate.bias": (1,),
+    }
