@@ -8,8 +8,14 @@
 #      updates) -> generation settings chosen on the validation set
 #   -> fairseq-generate on the test set -> ROUGE (rouge-score) next to lead baselines
 #
-# Knobs (environment variables):
+# Knobs (environment variables); docs/summarisation.md has the measurements behind the defaults:
 #   UPDATES=N    training updates (default 700)
+#   ARCH=NAME    fconv_gigaword_copy (default: copies source words) or fconv_gigaword
+#   MERGES=N     BPE merges (default 10000)    SOURCE_WORDS=N  description words kept (default 40)
+#   LR=X DROPOUT=X SMOOTHING=X   Adam's peak learning rate, dropout, label smoothing
+#                (defaults 0.003, 0.1, 0.1)    MAX_TOKENS=N  tokens per batch (default 4000)
+#   GENERATION="--min-len 4 ..."  fixed generation options instead of the validation search
+#   CORPUS=F     another corpus in the same TSV form (source <TAB> summary <TAB> document, .xz)
 #   WORK_DIR=D   where everything is written (default: runs/<date-time> beside this
 #                script); a WORK_DIR that exists and is not empty is refused, never wiped
 #   SEED=N       training seed (default 1)
@@ -22,6 +28,13 @@ repo=$(cd "$here/../.." && pwd)
 venv=${VENV:-$repo/.venv}
 export PATH="$venv/bin:$PATH"
 updates=${UPDATES:-700}
+arch=${ARCH:-fconv_gigaword_copy}
+merges=${MERGES:-10000}
+source_words=${SOURCE_WORDS:-40}
+lr=${LR:-0.003}
+dropout=${DROPOUT:-0.1}
+smoothing=${SMOOTHING:-0.1}
+max_tokens=${MAX_TOKENS:-4000}
 seed=${SEED:-1}
 n_valid=${VALID:-500}
 n_test=${TEST:-1500}
@@ -31,10 +44,15 @@ start=$(date +%s)
 step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
 fail() { echo "summarise: error: $*" >&2; exit 1; }
 
-for knob in UPDATES SEED VALID TEST; do
+for knob in UPDATES SEED VALID TEST MERGES SOURCE_WORDS MAX_TOKENS; do
     value=${!knob:-1}
     case "$value" in ''|*[!0-9]*) fail "$knob must be a whole number, got '$value'";; esac
 done
+for knob in LR DROPOUT SMOOTHING; do
+    value=${!knob:-0.1}
+    [[ "$value" =~ ^[0-9]*\.?[0-9]+$ ]] || fail "$knob must be a decimal number like 0.1, got '$value'"
+done
+case "$arch" in fconv_gigaword|fconv_gigaword_copy) ;; *) fail "ARCH must be fconv_gigaword_copy or fconv_gigaword, got '$arch'";; esac
 if [ -e "$work" ] && [ -n "$(ls -A "$work" 2>/dev/null)" ]; then
     fail "WORK_DIR $work exists and is not empty; choose a new directory (nothing was deleted)"
 fi
@@ -42,11 +60,11 @@ mkdir -p "$work" && cd "$work"
 echo "writing to $work"
 
 step "1/6 split by source package, tokenise (fairseq's --tokenizer moses), lower-case"
-python "$here/prepare.py" "$corpus" . --valid "$n_valid" --test "$n_test" --max-source-words 40 2> prepare.log \
+python "$here/prepare.py" "$corpus" . --valid "$n_valid" --test "$n_test" --max-source-words "$source_words" 2> prepare.log \
     || { cat prepare.log; fail "prepare.py failed"; }
 
-step "2/6 subword-nmt joint BPE (10000 merges), fairseq-preprocess --joined-dictionary"
-cat train.desc train.syn | subword-nmt learn-bpe -s 10000 > codes 2> learn-bpe.log
+step "2/6 subword-nmt joint BPE ($merges merges), fairseq-preprocess --joined-dictionary"
+cat train.desc train.syn | subword-nmt learn-bpe -s "$merges" > codes 2> learn-bpe.log
 for split in train valid test; do
     for side in desc syn; do
         subword-nmt apply-bpe -c codes < "$split.$side" > "$split.bpe.$side" &
@@ -58,13 +76,13 @@ fairseq-preprocess --source-lang desc --target-lang syn --trainpref train.bpe --
     > preprocess.log 2>&1 || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed"; }
 grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" | head -n 3
 
-step "3/6 fairseq-train --arch fconv_gigaword: $updates updates (progress every 100)"
+step "3/6 fairseq-train --arch $arch: $updates updates (progress every 100)"
 read -r -a arch_args <<< "${ARCH_ARGS:-}"
-fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_gigaword "${arch_args[@]}" \
-    --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.1 --lr 0.003 \
+fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_args[@]}" \
+    --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.1 --lr "$lr" \
     --lr-scheduler polynomial_decay --warmup-updates "$(( updates / 8 ))" --total-num-update "$updates" \
-    --end-learning-rate 0 --criterion label_smoothed_cross_entropy --label-smoothing 0.1 \
-    --dropout 0.1 --max-tokens 4000 --max-update "$updates" --seed "$seed" --required-batch-size-multiple 1 \
+    --end-learning-rate 0 --criterion label_smoothed_cross_entropy --label-smoothing "$smoothing" \
+    --dropout "$dropout" --max-tokens "$max_tokens" --max-update "$updates" --seed "$seed" --required-batch-size-multiple 1 \
     --validate-interval-updates "$(( (updates + 2) / 3 ))" --save-interval-updates "$(( (updates + 2) / 3 ))" \
     --keep-interval-updates 1 --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000 \
     --log-format simple --log-interval 100 2>&1 | tee train.log \
@@ -86,6 +104,14 @@ generate() {  # generate SUBSET OUT extra-options...: detokenised summaries, one
         || fail "fairseq-generate summarised $(wc -l < "$out") of $(wc -l < "$subset.syn") $subset pairs"
 }
 
+rouge_l_of() {  # rouge_l_of HYPOTHESES: ROUGE-L F1 on the validation pairs
+    python "$here/score.py" valid.raw.syn "$1" --json | python -c "import json, sys; print(round(json.load(sys.stdin)['rougeL_f1'], 2))"
+}
+
+if [ -n "${GENERATION:-}" ]; then
+step "4/6 generation settings: GENERATION=\"$GENERATION\" (no search)"
+best_setting=$GENERATION
+else
 step "4/6 generation settings, chosen by ROUGE-L F1 on the $(wc -l < valid.syn) validation pairs"
 best_setting="" best_rouge_l=-1
 for min_len in 1 4; do
@@ -94,8 +120,7 @@ for min_len in 1 4; do
             setting="--min-len $min_len --no-repeat-ngram-size $no_repeat --lenpen $lenpen"
             # shellcheck disable=SC2086
             generate valid "valid.hyp" $setting
-            rouge_l=$(python "$here/score.py" valid.raw.syn valid.hyp --json \
-                | python -c "import json, sys; print(round(json.load(sys.stdin)['rougeL_f1'], 2))")
+            rouge_l=$(rouge_l_of valid.hyp)
             printf '  %-52s ROUGE-L F1 %s\n' "$setting" "$rouge_l"
             if python -c "import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) else 1)" "$rouge_l" "$best_rouge_l"; then
                 best_setting=$setting best_rouge_l=$rouge_l
@@ -104,23 +129,25 @@ for min_len in 1 4; do
     done
 done
 echo "  chosen: $best_setting"
+fi
 
 step "5/6 fairseq-generate --beam 5 $best_setting on $(wc -l < test.syn) test pairs, ROUGE"
 # shellcheck disable=SC2086
 generate test test.hyp $best_setting
 typical=$(python -c "import statistics; print(round(statistics.median(len(l.split()) for l in open('train.syn'))))")
-model=$(python "$here/score.py" test.raw.syn test.hyp --json)
-lead=$(python "$here/score.py" test.raw.syn --lead "$typical" test.raw.desc --json)
-first=$(python "$here/score.py" test.raw.syn --first "$typical" test.raw.desc --json)
-python - "$model" "$lead" "$first" "$typical" <<'EOF'
+copying=(--copy-from test.raw.desc --frequent-words train.syn train.desc)
+model=$(python "$here/score.py" test.raw.syn test.hyp "${copying[@]}" --json)
+lead=$(python "$here/score.py" test.raw.syn --lead "$typical" test.raw.desc "${copying[@]}" --json)
+first=$(python "$here/score.py" test.raw.syn --first "$typical" test.raw.desc "${copying[@]}" --json)
+python - "$model" "$lead" "$first" "$typical" "$arch" <<'EOF'
 import json, sys
 model, lead, first = (json.loads(a) for a in sys.argv[1:4])
-n = sys.argv[4]
-print(f"{'':44s} ROUGE-1/2/L F1        75-byte recall R-1/2/L")
-for name, s in ((f"fconv_gigaword (beam 5)", model), (f"lead: first sentence cut to {n} words", lead),
+n, arch = sys.argv[4:6]
+print(f"{'':44s} ROUGE-1/2/L F1        75-byte recall R-1/2/L   rare source words copied")
+for name, s in ((f"{arch} (beam 5)", model), (f"lead: first sentence cut to {n} words", lead),
                 (f"first {n} words", first)):
     print(f"  {name:42s} {s['rouge1_f1']:5.2f}/{s['rouge2_f1']:5.2f}/{s['rougeL_f1']:5.2f}"
-          f"     {s['rouge1_r75']:5.2f}/{s['rouge2_r75']:5.2f}/{s['rougeL_r75']:5.2f}")
+          f"     {s['rouge1_r75']:5.2f}/{s['rouge2_r75']:5.2f}/{s['rougeL_r75']:5.2f}     {s['copy_rate']:5.1f}%")
 EOF
 echo
 echo "examples (every 300th test pair):"
