@@ -12,10 +12,12 @@ averaged over the layers, c_i = Σ_j ā_ij (z_j + e_j) its context, and g_i the 
 of the previous target word. With a joined dictionary the source tokens x_j index the
 target vocabulary, so copying needs no extra symbols.
 
-The mixture is computed in log space, log P = logaddexp(log p_gen + log_softmax(logits),
-log(1 − p_gen) + log copy), so a saturated gate never turns into log 0; words absent
-from the source get a copy probability of ``COPY_FLOOR`` instead of 0, which keeps
-the gradient finite.
+The mixture is computed in log space, and only where copying changes it: every word
+gets log p_gen + log_softmax(logits), and each source word w then adds
+softplus(log(1 − p_gen) + log copy_w − that), which makes it logaddexp of the two
+parts. So beside the softmax the cost grows with the source length, not the
+vocabulary, a saturated gate never turns into log 0, and padding (attention 0) gets a
+copy probability of ``COPY_FLOOR`` instead of 0, which keeps its gradient finite.
 """
 
 import torch
@@ -28,17 +30,21 @@ COPY_FLOOR = 1e-30
 """Copy probability of a word the source does not contain (its log is finite)."""
 
 
-def copy_distribution(attention: Tensor, source_tokens: Tensor, vocab_size: int) -> Tensor:
-    """Σ_{j: x_j = w} a_ij for every word w: attention (b x t x s) summed by source token (b x s)."""
+def mix_generate_and_copy(logits: Tensor, gate_logit: Tensor, attention: Tensor, source_tokens: Tensor) -> Tensor:
+    """log(p_gen · softmax(logits) + (1 − p_gen) · Σ_{j: x_j = w} a_j) for every word w.
+
+    ``logits`` b x t x vocab, ``gate_logit`` (p_gen = σ(gate_logit)) b x t x 1,
+    ``attention`` b x t x s, ``source_tokens`` b x s.
+    """
+    log_p_gen = F.logsigmoid(gate_logit)
+    generate = F.log_softmax(logits, dim=-1)
+    same_word = source_tokens.unsqueeze(2).eq(source_tokens.unsqueeze(1))  # b x s x s
+    copy = torch.bmm(attention, same_word.type_as(attention))  # copy_w at each of w's positions
+    first = ~same_word.tril(-1).any(dim=-1, keepdim=True).transpose(1, 2)  # b x 1 x s: w's first position
     index = source_tokens.unsqueeze(1).expand_as(attention)
-    return attention.new_zeros(*attention.shape[:2], vocab_size).scatter_add_(2, index, attention)
-
-
-def mix_generate_and_copy(logits: Tensor, gate_logit: Tensor, copy_probs: Tensor) -> Tensor:
-    """log(p_gen · softmax(logits) + (1 − p_gen) · copy), p_gen = σ(gate_logit) (b x t x 1)."""
-    generate = F.log_softmax(logits, dim=-1) + F.logsigmoid(gate_logit)
-    copy = copy_probs.clamp_min(COPY_FLOOR).log() + F.logsigmoid(-gate_logit)
-    return torch.logaddexp(generate, copy)
+    generated_there = generate.gather(2, index) + log_p_gen
+    correction = F.softplus(F.logsigmoid(-gate_logit) + copy.clamp_min(COPY_FLOOR).log() - generated_there)
+    return (generate + log_p_gen).scatter_add_(2, index, correction * first.type_as(correction))
 
 
 class PointerGenerator(nn.Module):
@@ -63,5 +69,4 @@ class PointerGenerator(nn.Module):
     ) -> Tensor:
         """Log-probabilities (b x t x vocab) of the mixture."""
         gate_logit = self.generation_probability(state, context, target_embedding)
-        copy_probs = copy_distribution(attention.type_as(logits), source_tokens, logits.size(-1))
-        return mix_generate_and_copy(logits, gate_logit, copy_probs)
+        return mix_generate_and_copy(logits, gate_logit, attention.type_as(logits), source_tokens)

@@ -4,12 +4,7 @@ import math
 
 import torch
 
-from fconv_plugin.modules.pointer_generator import (
-    COPY_FLOOR,
-    PointerGenerator,
-    copy_distribution,
-    mix_generate_and_copy,
-)
+from fconv_plugin.modules.pointer_generator import COPY_FLOOR, PointerGenerator, mix_generate_and_copy
 
 VOCAB = 9
 
@@ -37,19 +32,21 @@ def _reference_probabilities(logits, gate_logit, attention, source_tokens):
     return expected
 
 
-def test_copy_distribution_sums_attention_by_source_word():
-    logits, attention, source_tokens = _inputs()
-    copy = copy_distribution(attention, source_tokens, VOCAB)
-    assert torch.allclose(copy[0, :, 5], attention[0, :, 0] + attention[0, :, 2], rtol=1e-12)
-    assert torch.allclose(copy[1, :, 6], attention[1, :, 2], rtol=1e-12)
-    assert torch.count_nonzero(copy[0, :, 3]) == 0  # not in row 0's source
-    assert torch.allclose(copy.sum(-1), torch.ones(2, 3, dtype=torch.float64), rtol=1e-12)
+def _copy_probabilities(attention, source_tokens):
+    """Σ_{j: x_j = w} a_j for every word, one entry at a time."""
+    batch, steps, src_len = attention.shape
+    copy = torch.zeros(batch, steps, VOCAB, dtype=attention.dtype)
+    for b in range(batch):
+        for t in range(steps):
+            for j in range(src_len):
+                copy[b, t, source_tokens[b, j]] += attention[b, t, j]
+    return copy
 
 
 def test_the_mixture_matches_the_float64_recomputation():
     logits, attention, source_tokens = _inputs()
     gate_logit = torch.tensor([[[0.3], [-1.2], [2.0]], [[0.0], [4.0], [-3.5]]], dtype=torch.float64)
-    log_probs = mix_generate_and_copy(logits, gate_logit, copy_distribution(attention, source_tokens, VOCAB))
+    log_probs = mix_generate_and_copy(logits, gate_logit, attention, source_tokens)
     expected = _reference_probabilities(logits, gate_logit, attention, source_tokens)
     # words in neither distribution's support are impossible here: softmax covers all words
     assert torch.allclose(log_probs.exp(), expected, rtol=1e-12, atol=1e-15)
@@ -58,16 +55,30 @@ def test_the_mixture_matches_the_float64_recomputation():
 
 def test_p_gen_one_is_the_vocabulary_softmax_and_p_gen_zero_is_the_copy_distribution():
     logits, attention, source_tokens = _inputs()
-    copy = copy_distribution(attention, source_tokens, VOCAB)
+    copy = _copy_probabilities(attention, source_tokens)
+    assert torch.allclose(copy[0, :, 5], attention[0, :, 0] + attention[0, :, 2], rtol=1e-12)  # repeated word
     saturated = torch.full((2, 3, 1), 200.0, dtype=torch.float64)  # σ(200) = 1 in float64
-    generate_only = mix_generate_and_copy(logits, saturated, copy)
+    generate_only = mix_generate_and_copy(logits, saturated, attention, source_tokens)
     assert torch.allclose(generate_only, torch.log_softmax(logits, dim=-1), rtol=1e-12, atol=1e-12)
 
-    copy_only = mix_generate_and_copy(logits, -saturated, copy).exp()
+    copy_only = mix_generate_and_copy(logits, -saturated, attention, source_tokens)
     in_source = copy > 0
-    assert torch.allclose(copy_only[in_source], copy[in_source], rtol=1e-12)
-    assert float(copy_only[~in_source].max()) < 2 * COPY_FLOOR  # words absent from the source: (almost) never
-    assert torch.isfinite(mix_generate_and_copy(logits, -saturated, copy)).all()
+    assert torch.allclose(copy_only.exp()[in_source], copy[in_source], rtol=1e-12)
+    assert float(copy_only.exp()[~in_source].max()) < 2 * COPY_FLOOR  # words absent from the source: never
+    assert torch.isfinite(copy_only).all()
+
+
+def test_a_padded_source_copies_nothing_from_its_padding():
+    logits, attention, source_tokens = _inputs()
+    source_tokens = source_tokens.clone()
+    source_tokens[1, :2] = 1  # left padding, which the attention gives no weight
+    attention = attention.clone()
+    attention[1, :, :2] = 0
+    attention[1] /= attention[1].sum(-1, keepdim=True)
+    gate_logit = torch.full((2, 3, 1), -0.7, dtype=torch.float64)
+    log_probs = mix_generate_and_copy(logits, gate_logit, attention, source_tokens)
+    expected = _reference_probabilities(logits, gate_logit, attention, source_tokens)
+    assert torch.allclose(log_probs.exp(), expected, rtol=1e-12, atol=1e-15)
 
 
 def test_gradients_of_the_whole_layer_pass_gradcheck():
