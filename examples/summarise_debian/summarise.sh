@@ -78,6 +78,7 @@ grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" |
 
 step "3/6 fairseq-train --arch $arch: $updates updates (progress every 100)"
 read -r -a arch_args <<< "${ARCH_ARGS:-}"
+train_start=$(date +%s)
 fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_args[@]}" \
     --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.1 --lr "$lr" \
     --lr-scheduler polynomial_decay --warmup-updates "$(( updates / 8 ))" --total-num-update "$updates" \
@@ -89,6 +90,7 @@ fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_ar
     | grep --line-buffered -E "train_inner|\| valid \||done training" \
     | sed -u -E 's/^.*\| (train_inner|valid) \| //; s/, (nll_loss|ppl|wpb|bsz|gnorm|clip|train_wall|loss_scale)=[^,]*//g' || true
 grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
+train_seconds=$(( $(date +%s) - train_start ))
 
 generate() {  # generate SUBSET OUT extra-options...: detokenised summaries, one per line, in order
     local subset=$1 out=$2
@@ -111,6 +113,10 @@ rouge_l_of() {  # rouge_l_of HYPOTHESES: ROUGE-L F1 on the validation pairs
 if [ -n "${GENERATION:-}" ]; then
 step "4/6 generation settings: GENERATION=\"$GENERATION\" (no search)"
 best_setting=$GENERATION
+# shellcheck disable=SC2086
+generate valid valid.hyp $best_setting
+best_rouge_l=$(rouge_l_of valid.hyp)
+echo "  validation ROUGE-L F1 $best_rouge_l"
 else
 step "4/6 generation settings, chosen by ROUGE-L F1 on the $(wc -l < valid.syn) validation pairs"
 best_setting="" best_rouge_l=-1
@@ -157,8 +163,17 @@ for n in 1 301 601 901 1201; do
         "$(sed -n "${n}p" test.raw.syn)" "$(sed -n "${n}p" test.hyp)"
 done
 
+python - "$model" "$lead" "$first" "$arch" "$updates" "$train_seconds" "$best_rouge_l" "$best_setting" > results.json <<'EOF'
+import json, sys
+model, lead, first = (json.loads(a) for a in sys.argv[1:4])
+arch, updates, seconds, valid_rouge_l, generation = sys.argv[4:9]
+json.dump({"arch": arch, "updates": int(updates), "train_seconds": int(seconds), "valid_rougeL_f1": float(valid_rouge_l),
+           "generation": generation, "model": model, "lead": lead, "first": first}, sys.stdout, indent=1)
+EOF
+
 step "6/6 outputs"
 echo "  model: $work/checkpoints/checkpoint_best.pt   summaries: $work/test.hyp   logs: $work/*.log"
+echo "  scores: $work/results.json"
 echo
 f1() { python -c "import json, sys; s = json.loads(sys.argv[1]); print('/'.join(f'{s[m]:.2f}' for m in ('rouge1_f1', 'rouge2_f1', 'rougeL_f1')))" "$1"; }
 echo "summarisation finished in $(( $(date +%s) - start )) s: ROUGE-1/2/L F1 $(f1 "$model") vs lead $(f1 "$lead")"
