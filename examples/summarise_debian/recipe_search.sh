@@ -16,16 +16,16 @@ SMALL="--encoder-layers [(128,3)]*4 --decoder-layers [(128,3)]*4 --encoder-embed
 
 # name, then the knobs that differ from the base (copying fconv_gigaword, summarise.sh's defaults)
 variants=(
-    "plain ARCH=fconv_gigaword"
     "copy ARCH=fconv_gigaword_copy"
+    "plain ARCH=fconv_gigaword"
     "copy_128x4 ARCH_ARGS=$SMALL"
-    "copy_merges5k MERGES=5000"
-    "copy_merges20k MERGES=20000"
     "copy_source80 SOURCE_WORDS=80"
+    "copy_merges5k MERGES=5000"
     "copy_lr0.001 LR=0.001"
-    "copy_dropout0.2 DROPOUT=0.2"
-    "copy_smoothing0 SMOOTHING=0"
     "copy_tied ARCH_ARGS=--share-input-output-embed"
+    "copy_smoothing0 SMOOTHING=0"
+    "copy_dropout0.2 DROPOUT=0.2"
+    "copy_merges20k MERGES=20000"
 )
 mkdir -p "$out"
 for variant in "${variants[@]}"; do
