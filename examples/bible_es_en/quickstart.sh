@@ -29,6 +29,8 @@ work=${WORK_DIR:-$here/runs/$(date +%Y%m%d-%H%M%S)}
 start=$(date +%s)
 step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
 fail() { echo "quickstart: error: $*" >&2; exit 1; }
+# shellcheck source=../lib/jobs.sh
+source "$repo/examples/lib/jobs.sh"
 
 case "$updates" in ''|*[!0-9]*) fail "UPDATES must be a whole number of training updates, got '$updates'";; esac
 case "$seed" in ''|*[!0-9]*) fail "SEED must be a whole number, got '$seed'";; esac
@@ -54,18 +56,20 @@ python "$here/split_corpus.py" "$here/data" . --valid 300 --test 500 --max-words
 step "2/8 Moses tokenisation (the tokenizer fairseq-interactive --tokenizer moses runs)"
 for split in train valid test; do
     for lang in es en; do
-        python "$here/moses.py" tokenize "$lang" < "$split.raw.$lang" > "$split.tok.$lang" &
+        python "$here/moses.py" tokenize "$lang" < "$split.raw.$lang" > "$split.tok.$lang" 2> "tokenise.$split.$lang.log" &
+        track "tokenising $split.raw.$lang" "$work/tokenise.$split.$lang.log"
     done
-    wait
+    wait_tracked
 done
 
 step "3/8 subword-nmt: joint BPE, 8000 merges"
 cat train.tok.es train.tok.en | subword-nmt learn-bpe -s 8000 > codes 2> learn-bpe.log
 for split in train valid test; do
     for lang in es en; do
-        subword-nmt apply-bpe -c codes < "$split.tok.$lang" > "$split.bpe.$lang" &
+        subword-nmt apply-bpe -c codes < "$split.tok.$lang" > "$split.bpe.$lang" 2> "apply-bpe.$split.$lang.log" &
+        track "apply-bpe on $split.tok.$lang" "$work/apply-bpe.$split.$lang.log"
     done
-    wait
+    wait_tracked
 done
 
 step "4/8 fairseq-preprocess"

@@ -43,6 +43,8 @@ work=${WORK_DIR:-$here/runs/$(date +%Y%m%d-%H%M%S)}
 start=$(date +%s)
 step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
 fail() { echo "summarise: error: $*" >&2; exit 1; }
+# shellcheck source=../lib/jobs.sh
+source "$repo/examples/lib/jobs.sh"
 
 for knob in UPDATES SEED VALID TEST MERGES SOURCE_WORDS MAX_TOKENS; do
     value=${!knob:-1}
@@ -59,24 +61,25 @@ fi
 mkdir -p "$work" && cd "$work"
 echo "writing to $work"
 
-step "1/6 split by source package, tokenise (fairseq's --tokenizer moses), lower-case"
+step "1/7 split by source package, tokenise (fairseq's --tokenizer moses), lower-case"
 python "$here/prepare.py" "$corpus" . --valid "$n_valid" --test "$n_test" --max-source-words "$source_words" 2> prepare.log \
     || { cat prepare.log; fail "prepare.py failed"; }
 
-step "2/6 subword-nmt joint BPE ($merges merges), fairseq-preprocess --joined-dictionary"
+step "2/7 subword-nmt joint BPE ($merges merges), fairseq-preprocess --joined-dictionary"
 cat train.desc train.syn | subword-nmt learn-bpe -s "$merges" > codes 2> learn-bpe.log
 for split in train valid test; do
     for side in desc syn; do
-        subword-nmt apply-bpe -c codes < "$split.$side" > "$split.bpe.$side" &
+        subword-nmt apply-bpe -c codes < "$split.$side" > "$split.bpe.$side" 2> "apply-bpe.$split.$side.log" &
+        track "apply-bpe on $split.$side" "$work/apply-bpe.$split.$side.log"
     done
-    wait
+    wait_tracked
 done
 fairseq-preprocess --source-lang desc --target-lang syn --trainpref train.bpe --validpref valid.bpe \
     --testpref test.bpe --destdir data-bin --joined-dictionary --thresholdsrc 2 --workers 2 \
     > preprocess.log 2>&1 || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed"; }
 grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" | head -n 3
 
-step "3/6 fairseq-train --arch $arch: $updates updates (progress every 100)"
+step "3/7 fairseq-train --arch $arch: $updates updates (progress every 100)"
 read -r -a arch_args <<< "${ARCH_ARGS:-}"
 train_start=$(date +%s)
 fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_args[@]}" \
@@ -84,18 +87,18 @@ fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_ar
     --lr-scheduler polynomial_decay --warmup-updates "$(( updates / 8 ))" --total-num-update "$updates" \
     --end-learning-rate 0 --criterion label_smoothed_cross_entropy --label-smoothing "$smoothing" \
     --dropout "$dropout" --max-tokens "$max_tokens" --max-update "$updates" --seed "$seed" --required-batch-size-multiple 1 \
-    --validate-interval-updates "$(( (updates + 2) / 3 ))" --save-interval-updates "$(( (updates + 2) / 3 ))" \
-    --keep-interval-updates 1 --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000 \
+    --validate-interval-updates "$(( (updates + 3) / 4 ))" --save-interval-updates "$(( (updates + 3) / 4 ))" \
+    --keep-interval-updates 4 --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000 \
     --log-format simple --log-interval 100 2>&1 | tee train.log \
     | grep --line-buffered -E "train_inner|\| valid \||done training" \
     | sed -u -E 's/^.*\| (train_inner|valid) \| //; s/, (nll_loss|ppl|wpb|bsz|gnorm|clip|train_wall|loss_scale)=[^,]*//g' || true
 grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
 train_seconds=$(( $(date +%s) - train_start ))
 
-generate() {  # generate SUBSET OUT extra-options...: detokenised summaries, one per line, in order
+generate() {  # [checkpoint=C] generate SUBSET OUT extra-options...: detokenised summaries, one per line, in order
     local subset=$1 out=$2
     shift 2
-    fairseq-generate data-bin --user-dir "$repo/fconv_plugin" --path checkpoints/checkpoint_best.pt \
+    fairseq-generate data-bin --user-dir "$repo/fconv_plugin" --path "${checkpoint:-checkpoints/checkpoint_best.pt}" \
         --gen-subset "$subset" --beam 5 --remove-bpe --max-tokens 8000 --max-len-b 40 \
         --required-batch-size-multiple 1 "$@" \
         > "$out.generate" 2> "$out.log" || { tail -n 20 "$out.log"; fail "fairseq-generate failed (log: $work/$out.log)"; }
@@ -110,15 +113,27 @@ rouge_l_of() {  # rouge_l_of HYPOTHESES: ROUGE-L F1 on the validation pairs
     python "$here/score.py" valid.raw.syn "$1" --json | python -c "import json, sys; print(round(json.load(sys.stdin)['rougeL_f1'], 2))"
 }
 
+step "4/7 the training curve: greedy ROUGE-L of each kept checkpoint on the validation pairs"
+: > curve.tsv
+for kept in checkpoints/checkpoint_[0-9]*_[0-9]*.pt; do
+    [ -e "$kept" ] || continue
+    at=${kept##*_} at=${at%.pt}
+    checkpoint=$kept generate valid valid.curve.hyp --beam 1  # the later --beam wins
+    printf '%s\t%s\n' "$at" "$(rouge_l_of valid.curve.hyp)" >> curve.tsv
+done
+sort -n -o curve.tsv curve.tsv
+sed 's/^/  updates /; s/\t/: ROUGE-L F1 /' curve.tsv
+python "$here/plot_training.py" train.log curve.tsv training.png "$arch, $updates updates" | sed 's/^/  /'
+
 if [ -n "${GENERATION:-}" ]; then
-step "4/6 generation settings: GENERATION=\"$GENERATION\" (no search)"
+step "5/7 generation settings: GENERATION=\"$GENERATION\" (no search)"
 best_setting=$GENERATION
 # shellcheck disable=SC2086
 generate valid valid.hyp $best_setting
 best_rouge_l=$(rouge_l_of valid.hyp)
 echo "  validation ROUGE-L F1 $best_rouge_l"
 else
-step "4/6 generation settings, chosen by ROUGE-L F1 on the $(wc -l < valid.syn) validation pairs"
+step "5/7 generation settings, chosen by ROUGE-L F1 on the $(wc -l < valid.syn) validation pairs"
 best_setting="" best_rouge_l=-1
 for min_len in 1 4; do
     for no_repeat in 0 2; do
@@ -137,7 +152,7 @@ done
 echo "  chosen: $best_setting"
 fi
 
-step "5/6 fairseq-generate --beam 5 $best_setting on $(wc -l < test.syn) test pairs, ROUGE"
+step "6/7 fairseq-generate --beam 5 $best_setting on $(wc -l < test.syn) test pairs, ROUGE"
 # shellcheck disable=SC2086
 generate test test.hyp $best_setting
 typical=$(python -c "import statistics; print(round(statistics.median(len(l.split()) for l in open('train.syn'))))")
@@ -171,8 +186,9 @@ json.dump({"arch": arch, "updates": int(updates), "train_seconds": int(seconds),
            "generation": generation, "model": model, "lead": lead, "first": first}, sys.stdout, indent=1)
 EOF
 
-step "6/6 outputs"
+step "7/7 outputs"
 echo "  model: $work/checkpoints/checkpoint_best.pt   summaries: $work/test.hyp   logs: $work/*.log"
+echo "  training curve: $work/training.png"
 echo "  scores: $work/results.json"
 echo
 f1() { python -c "import json, sys; s = json.loads(sys.argv[1]); print('/'.join(f'{s[m]:.2f}' for m in ('rouge1_f1', 'rouge2_f1', 'rougeL_f1')))" "$1"; }

@@ -31,6 +31,8 @@ moses="$repo/examples/bible_es_en/moses.py"
 start=$(date +%s)
 step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
 fail() { echo "translate_your_data: error: $*" >&2; exit 1; }
+# shellcheck source=../lib/jobs.sh
+source "$repo/examples/lib/jobs.sh"
 
 [ $# -eq 5 ] || fail "usage: train.sh SRC TGT TRAIN VALID TEST (prefixes of PREFIX.SRC / PREFIX.TGT raw text)"
 src=$1 tgt=$2
@@ -67,9 +69,10 @@ echo "writing to $work"
 step "1/6 Moses tokenisation (fairseq's, as fairseq-interactive --tokenizer moses runs it)"
 for split in train valid test; do
     for lang in "$src" "$tgt"; do
-        python "$moses" tokenize "$lang" < "${prefix[$split]}.$lang" > "$split.tok.$lang" &
+        python "$moses" tokenize "$lang" < "${prefix[$split]}.$lang" > "$split.tok.$lang" 2> "tokenise.$split.$lang.log" &
+        track "tokenising ${prefix[$split]}.$lang" "$work/tokenise.$split.$lang.log"
     done
-    wait
+    wait_tracked
     echo "  $split: $(wc -l < "$split.tok.$src") sentence pairs"
 done
 
@@ -77,9 +80,10 @@ step "2/6 subword-nmt: joint BPE, $merges merges"
 cat train.tok.$src train.tok.$tgt | subword-nmt learn-bpe -s "$merges" > codes 2> learn-bpe.log
 for split in train valid test; do
     for lang in "$src" "$tgt"; do
-        subword-nmt apply-bpe -c codes < "$split.tok.$lang" > "$split.bpe.$lang" &
+        subword-nmt apply-bpe -c codes < "$split.tok.$lang" > "$split.bpe.$lang" 2> "apply-bpe.$split.$lang.log" &
+        track "apply-bpe on $split.tok.$lang" "$work/apply-bpe.$split.$lang.log"
     done
-    wait
+    wait_tracked
 done
 
 step "3/6 fairseq-preprocess"
