@@ -7,11 +7,14 @@ over the real source tokens for every output token.
 
 import shutil
 
+import pytest
 import torch
 from fairseq import checkpoint_utils
 from fairseq.models import fconv as reference_fconv
 
 from tests.cli.conftest import PLUGIN_DIR, run_tool
+
+pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 
 def _hypotheses_and_alignments(output: str):

@@ -1,11 +1,14 @@
 """fconv-attention: one heat map per attention layer, from the model's own layers."""
 
 import torch
+import pytest
 from matplotlib import image
 
 from fconv_plugin.cli import attention
 from tests.cli.conftest import run_tool
 from tests.cli.test_alignment import _reference_model
+
+pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 
 def test_one_png_per_sentence_with_a_panel_per_layer_and_the_average(trained_model, tmp_path):

@@ -1,8 +1,11 @@
 """Bad input through fairseq's tools gets one clear line, never a traceback."""
 
 
+import pytest
 from tests.cli.conftest import PLUGIN_DIR, run_tool
 from tests.support import load_raw_checkpoint
+
+pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 LONG_LINE = " ".join(["s1"] * 1500)
 

@@ -4,9 +4,12 @@ import re
 import socket
 import subprocess
 
+import pytest
 import torch
 
 from tests.cli.conftest import BIN_DIR, PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, run_tool
+
+pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 
 def _losses(log):

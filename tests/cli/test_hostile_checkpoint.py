@@ -1,11 +1,13 @@
 """A checkpoint whose stored layer spec is code is refused before anything runs."""
 
-import pytest
 import torch
+import pytest
 from fairseq import checkpoint_utils
 
 from fconv_plugin.errors import FConvError
 from tests.support import load_raw_checkpoint
+
+pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 
 def test_a_checkpoint_whose_layer_spec_is_code_is_refused_and_nothing_runs(trained_checkpoint_copy, tmp_path):

@@ -5,8 +5,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from fconv_plugin import FConvModel
 from tests.cli.conftest import BIN_DIR, PLUGIN_DIR
+
+pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 
 def test_translate_returns_a_detokenised_translation(trained_model, word_task, tmp_path):

@@ -12,6 +12,8 @@ import pytest
 from tests.support import load_raw_checkpoint
 from tests.cli.conftest import BIN_DIR, PLUGIN_DIR, SMALL_MODEL, preprocess, valid_losses, write_corpus
 
+pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
+
 
 TIMEOUT = 600  # seconds for one training run; the test fails rather than hangs
 

@@ -7,13 +7,15 @@ names are all n1000..n1399, which the model has read but never written: only a m
 that copies gets them right.
 """
 
-import pytest
 import torch
+import pytest
 from matplotlib import image
 
 from fconv_plugin import FConvModel
 from tests.cli.conftest import PLUGIN_DIR, run_tool, write_corpus, preprocess
 from tests.cli.test_alignment import _hypotheses_and_alignments
+
+pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 NAMES = 1000  # names written in training; NAMES..NAMES+399 only read
 TINY = [

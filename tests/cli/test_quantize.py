@@ -2,12 +2,15 @@
 
 import re
 
-import pytest
 import torch
+
+import pytest
 
 from fconv_plugin import FConvModel
 from tests.cli.conftest import PLUGIN_DIR, run_tool
 from tests.support import load_raw_checkpoint
+
+pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 
 def _hypotheses(generate_output: str):

@@ -8,9 +8,13 @@ model only ever sees them as <unk>.
 
 import shutil
 
+import pytest
+
 import sacrebleu
 
 from tests.cli.conftest import PLUGIN_DIR, run_tool
+
+pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 
 def _hypotheses(generate_output: str):

@@ -1,10 +1,13 @@
 """fairseq-train --user-dir fconv_plugin on real command lines."""
 
+import pytest
 from fairseq import checkpoint_utils
 
 from fconv_plugin.models import FConvModel
 from tests.support import load_raw_checkpoint
 from tests.cli.conftest import PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, run_tool, valid_losses
+
+pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 
 def test_training_through_the_cli_lowers_the_validation_loss(trained_model):

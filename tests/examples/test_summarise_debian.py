@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "summarise_debian"
 TINY_MODEL = ("--encoder-layers [(32,3)]*2 --decoder-layers [(32,3)]*2 --encoder-embed-dim 32 "

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "translate_your_data" / "train.sh"
 BIBLE = REPO / "examples" / "bible_es_en" / "data"
