@@ -12,6 +12,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out=${1:-$here/runs/recipe-search-$(date +%Y%m%d-%H%M%S)}
 export UPDATES=${UPDATES:-350}
 export GENERATION=${GENERATION:---min-len 4 --no-repeat-ngram-size 2 --lenpen 1.5}
+export CURVE=0
 SMALL="--encoder-layers [(128,3)]*4 --decoder-layers [(128,3)]*4 --encoder-embed-dim 128 --decoder-embed-dim 128 --decoder-out-embed-dim 128"
 
 # name|knob|knob...: the knobs that differ from the base (copying fconv_gigaword, summarise.sh's defaults)

@@ -4,17 +4,19 @@
 #
 #   shipped pairs -> split by source package, Moses tokenisation, lower case
 #   -> subword-nmt BPE (joint) -> fairseq-preprocess --joined-dictionary
-#   -> fairseq-train --user-dir fconv_plugin --arch fconv_gigaword (a fixed number of
-#      updates) -> generation settings chosen on the validation set
-#   -> fairseq-generate on the test set -> ROUGE (rouge-score) next to lead baselines
+#   -> fairseq-train --user-dir fconv_plugin --arch fconv_gigaword_copy (a fixed number
+#      of updates; the decoder can copy source words) -> training curve
+#   -> generation settings chosen on the validation set -> fairseq-generate on the
+#      test set -> ROUGE (rouge-score) and the copy rate, next to lead baselines
 #
 # Knobs (environment variables); docs/summarisation.md has the measurements behind the defaults:
-#   UPDATES=N    training updates (default 700)
+#   UPDATES=N    training updates (default 350)
 #   ARCH=NAME    fconv_gigaword_copy (default: copies source words) or fconv_gigaword
 #   MERGES=N     BPE merges (default 10000)    SOURCE_WORDS=N  description words kept (default 40)
 #   LR=X DROPOUT=X SMOOTHING=X   Adam's peak learning rate, dropout, label smoothing
 #                (defaults 0.003, 0.1, 0.1)    MAX_TOKENS=N  tokens per batch (default 4000)
 #   GENERATION="--min-len 4 ..."  fixed generation options instead of the validation search
+#   CURVE=0      no training curve (recipe_search.sh: it costs a greedy decode per checkpoint)
 #   CORPUS=F     another corpus in the same TSV form (source <TAB> summary <TAB> document, .xz)
 #   WORK_DIR=D   where everything is written (default: runs/<date-time> beside this
 #                script); a WORK_DIR that exists and is not empty is refused, never wiped
@@ -27,7 +29,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 venv=${VENV:-$repo/.venv}
 export PATH="$venv/bin:$PATH"
-updates=${UPDATES:-700}
+updates=${UPDATES:-350}
 arch=${ARCH:-fconv_gigaword_copy}
 merges=${MERGES:-10000}
 source_words=${SOURCE_WORDS:-40}
@@ -113,6 +115,9 @@ rouge_l_of() {  # rouge_l_of HYPOTHESES: ROUGE-L F1 on the validation pairs
     python "$here/score.py" valid.raw.syn "$1" --json | python -c "import json, sys; print(round(json.load(sys.stdin)['rougeL_f1'], 2))"
 }
 
+if [ "${CURVE:-1}" = 0 ]; then
+step "4/7 the training curve: skipped (CURVE=0)"
+else
 step "4/7 the training curve: greedy ROUGE-L of each kept checkpoint on the validation pairs"
 : > curve.tsv
 for kept in checkpoints/checkpoint_[0-9]*_[0-9]*.pt; do
@@ -124,6 +129,7 @@ done
 sort -n -o curve.tsv curve.tsv
 sed 's/^/  updates /; s/\t/: ROUGE-L F1 /' curve.tsv
 python "$here/plot_training.py" train.log curve.tsv training.png "$arch, $updates updates" | sed 's/^/  /'
+fi
 
 if [ -n "${GENERATION:-}" ]; then
 step "5/7 generation settings: GENERATION=\"$GENERATION\" (no search)"
