@@ -13,15 +13,16 @@ out=${1:-$here/runs/recipe-search-$(date +%Y%m%d-%H%M%S)}
 export UPDATES=${UPDATES:-350}
 export GENERATION=${GENERATION:---min-len 4 --no-repeat-ngram-size 2 --lenpen 1.5}
 export CURVE=0
-SMALL="--encoder-layers [(128,3)]*4 --decoder-layers [(128,3)]*4 --encoder-embed-dim 128 --decoder-embed-dim 128 --decoder-out-embed-dim 128"
 
-# name|knob|knob...: the knobs that differ from the base (copying fconv_gigaword, summarise.sh's defaults)
+# name|knob|knob...: the knobs that differ from the base, summarise.sh's defaults
+# (fconv_gigaword_copy at 4 + 4 layers of 128); MODEL= is the paper's 6 + 6 of 256
 variants=(
-    "copy|ARCH=fconv_gigaword_copy"
-    "plain|ARCH=fconv_gigaword"
-    "copy_128x4|ARCH_ARGS=$SMALL"
+    "copy_256x6|MODEL="
+    "plain_256x6|ARCH=fconv_gigaword|MODEL="
+    "copy_128x4|ARCH=fconv_gigaword_copy"
+    "plain_128x4|ARCH=fconv_gigaword"
     # the small model trains ~2.7x as many updates a minute: compare it at about equal time too
-    "copy_128x4_equal_time|ARCH_ARGS=$SMALL|UPDATES=$(( UPDATES * 27 / 10 ))"
+    "copy_128x4_equal_time|UPDATES=$(( UPDATES * 27 / 10 ))"
     "copy_source80|SOURCE_WORDS=80"
     "copy_merges5k|MERGES=5000"
     "copy_lr0.001|LR=0.001"

@@ -12,6 +12,8 @@
 # Knobs (environment variables); docs/summarisation.md has the measurements behind the defaults:
 #   UPDATES=N    training updates (default 350)
 #   ARCH=NAME    fconv_gigaword_copy (default: copies source words) or fconv_gigaword
+#   MODEL="..."  layer and embedding options (default: 4 + 4 layers of 128, which beat the
+#                paper's 6 + 6 of 256 here; MODEL= for the architecture's own sizes)
 #   MERGES=N     BPE merges (default 10000)    SOURCE_WORDS=N  description words kept (default 40)
 #   LR=X DROPOUT=X SMOOTHING=X   Adam's peak learning rate, dropout, label smoothing
 #                (defaults 0.003, 0.1, 0.1)    MAX_TOKENS=N  tokens per batch (default 4000)
@@ -31,6 +33,7 @@ venv=${VENV:-$repo/.venv}
 export PATH="$venv/bin:$PATH"
 updates=${UPDATES:-350}
 arch=${ARCH:-fconv_gigaword_copy}
+model=${MODEL-"--encoder-layers [(128,3)]*4 --decoder-layers [(128,3)]*4 --encoder-embed-dim 128 --decoder-embed-dim 128 --decoder-out-embed-dim 128"}
 merges=${MERGES:-10000}
 source_words=${SOURCE_WORDS:-40}
 lr=${LR:-0.003}
@@ -82,7 +85,7 @@ fairseq-preprocess --source-lang desc --target-lang syn --trainpref train.bpe --
 grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" | head -n 3
 
 step "3/7 fairseq-train --arch $arch: $updates updates (progress every 100)"
-read -r -a arch_args <<< "${ARCH_ARGS:-}"
+read -r -a arch_args <<< "$model ${ARCH_ARGS:-}"
 train_start=$(date +%s)
 fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_args[@]}" \
     --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.1 --lr "$lr" \

@@ -48,7 +48,7 @@ def test_prepare_keeps_each_source_package_in_one_split(tiny_corpus):
 def test_the_script_runs_end_to_end_and_ends_with_the_rouge_line(tiny_corpus):
     root, corpus = tiny_corpus
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "CORPUS": str(corpus), "UPDATES": "30",
-           "VALID": "40", "TEST": "40", "WORK_DIR": str(root / "run"), "ARCH_ARGS": TINY_MODEL,
+           "VALID": "40", "TEST": "40", "WORK_DIR": str(root / "run"), "MODEL": TINY_MODEL,
            "VENV": str(Path(sys.executable).parent.parent)}
     result = subprocess.run(["bash", EXAMPLE / "summarise.sh"], env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
