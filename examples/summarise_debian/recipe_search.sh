@@ -26,6 +26,7 @@ variants=(
     "copy_source80|SOURCE_WORDS=80"
     "copy_merges5k|MERGES=5000"
     "copy_lr0.001|LR=0.001"
+    "copy_lr0.006|LR=0.006"
     "copy_tied|ARCH_ARGS=--share-input-output-embed"
     "copy_smoothing0|SMOOTHING=0"
     "copy_dropout0.2|DROPOUT=0.2"

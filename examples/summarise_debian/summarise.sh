@@ -10,7 +10,7 @@
 #      test set -> ROUGE (rouge-score) and the copy rate, next to lead baselines
 #
 # Knobs (environment variables); docs/summarisation.md has the measurements behind the defaults:
-#   UPDATES=N    training updates (default 350)
+#   UPDATES=N    training updates (default 1000)
 #   ARCH=NAME    fconv_gigaword_copy (default: copies source words) or fconv_gigaword
 #   MODEL="..."  layer and embedding options (default: 4 + 4 layers of 128, which beat the
 #                paper's 6 + 6 of 256 here; MODEL= for the architecture's own sizes)
@@ -31,7 +31,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 venv=${VENV:-$repo/.venv}
 export PATH="$venv/bin:$PATH"
-updates=${UPDATES:-350}
+updates=${UPDATES:-1000}
 arch=${ARCH:-fconv_gigaword_copy}
 model=${MODEL-"--encoder-layers [(128,3)]*4 --decoder-layers [(128,3)]*4 --encoder-embed-dim 128 --decoder-embed-dim 128 --decoder-out-embed-dim 128"}
 merges=${MERGES:-10000}
