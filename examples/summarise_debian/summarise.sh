@@ -16,7 +16,7 @@
 #                paper's 6 + 6 of 256 here; MODEL= for the architecture's own sizes)
 #   MERGES=N     BPE merges (default 10000)    SOURCE_WORDS=N  description words kept (default 40)
 #   LR=X DROPOUT=X SMOOTHING=X   Adam's peak learning rate, dropout, label smoothing
-#                (defaults 0.003, 0.1, 0.1)    MAX_TOKENS=N  tokens per batch (default 4000)
+#                (defaults 0.006, 0.1, 0.1)    MAX_TOKENS=N  tokens per batch (default 4000)
 #   GENERATION="--min-len 4 ..."  fixed generation options instead of the validation search
 #   CURVE=0      no training curve (recipe_search.sh: it costs a greedy decode per checkpoint)
 #   CORPUS=F     another corpus in the same TSV form (source <TAB> summary <TAB> document, .xz)
@@ -36,7 +36,7 @@ arch=${ARCH:-fconv_gigaword_copy}
 model=${MODEL-"--encoder-layers [(128,3)]*4 --decoder-layers [(128,3)]*4 --encoder-embed-dim 128 --decoder-embed-dim 128 --decoder-out-embed-dim 128"}
 merges=${MERGES:-10000}
 source_words=${SOURCE_WORDS:-40}
-lr=${LR:-0.003}
+lr=${LR:-0.006}
 dropout=${DROPOUT:-0.1}
 smoothing=${SMOOTHING:-0.1}
 max_tokens=${MAX_TOKENS:-4000}
