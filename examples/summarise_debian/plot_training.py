@@ -33,6 +33,7 @@ def plot(validations, curve, out_path, title):
     rouge_axis = loss_axis.twinx()
     rouge_axis.plot([c[0] for c in curve], [c[1] for c in curve], "s-", color="tab:red")
     rouge_axis.set_ylabel("validation ROUGE-L F1 (greedy)", color="tab:red")
+    rouge_axis.margins(y=0.12)
     for updates, rouge_l in curve:
         rouge_axis.annotate(f"{rouge_l:.1f}", (updates, rouge_l), textcoords="offset points", xytext=(0, 6),
                             ha="center", fontsize=7, color="tab:red")

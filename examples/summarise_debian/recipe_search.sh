@@ -13,9 +13,11 @@ out=${1:-$here/runs/recipe-search-$(date +%Y%m%d-%H%M%S)}
 export UPDATES=${UPDATES:-350}
 export GENERATION=${GENERATION:---min-len 4 --no-repeat-ngram-size 2 --lenpen 1.5}
 export CURVE=0
+# the base's learning rate: the default before this search picked 0.006 (docs/summarisation.md)
+export LR=${LR:-0.003}
 
 # name|knob|knob...: the knobs that differ from the base, summarise.sh's defaults
-# (fconv_gigaword_copy at 4 + 4 layers of 128); MODEL= is the paper's 6 + 6 of 256
+# (fconv_gigaword_copy at 4 + 4 layers of 128) with lr 0.003; MODEL= is the paper's 6 + 6 of 256
 variants=(
     "copy_256x6|MODEL="
     "plain_256x6|ARCH=fconv_gigaword|MODEL="
