@@ -8,7 +8,8 @@ Each module fixes one thing fairseq breaks on this platform:
 - interactive_input: bad input lines get one clear message each;
 - distributed_cpu: torchrun workers start on machines without GPUs;
 - ngram_blocking: ``--no-repeat-ngram-size`` blocks repeats on CPUs too;
-- cli_errors: the plugin's errors print as one line, without a traceback.
+- cli_errors: the plugin's errors print as one line, without a traceback;
+- finished_training: ``fairseq-train`` run again after it finished trains nothing.
 
 They change fairseq's behaviour for the whole process, so importing the plugin does
 not install them: fairseq's ``--user-dir`` does (``fconv_plugin/__init__.py`` asks
@@ -22,7 +23,16 @@ import logging
 
 from fairseq import checkpoint_utils
 
-from . import atomic_checkpoints, cli_errors, distributed_cpu, interactive_input, ngram_blocking, replace_unk, safe_loading
+from . import (
+    atomic_checkpoints,
+    cli_errors,
+    distributed_cpu,
+    finished_training,
+    interactive_input,
+    ngram_blocking,
+    replace_unk,
+    safe_loading,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +44,7 @@ FIXES = {
     "distributed_cpu": distributed_cpu,
     "ngram_blocking": ngram_blocking,
     "cli_errors": cli_errors,
+    "finished_training": finished_training,
 }
 
 

@@ -8,6 +8,11 @@ local files now go through a temporary file in the same directory and an atomic
 ``os.replace``; temporary files a killed copy left behind are removed by the next
 copy to the same checkpoint. The copy gets the permissions a plain copy would
 (``0666`` less the umask), not ``mkstemp``'s private ``0600``.
+
+A save whose write fails (a full disk, a file-size limit) left fairseq's ``.tmp`` file
+behind and ended in a traceback; now the partial file is removed and the run stops
+with one line that says which checkpoint could not be written and that the earlier
+ones are intact.
 """
 
 import glob
@@ -15,8 +20,9 @@ import os
 import shutil
 import tempfile
 
-from fairseq import file_io
+from fairseq import checkpoint_utils, file_io
 
+from ..errors import FConvError
 from ._patching import patch
 
 
@@ -57,5 +63,23 @@ def _copy(original):
     return staticmethod(copy)
 
 
+def _save_or_remove_partial(original):
+    def torch_persistent_save(obj, filename, async_write: bool = False):
+        try:
+            return original(obj, filename, async_write)
+        except OSError as error:
+            partial = f"{filename}.tmp"
+            if isinstance(filename, str) and os.path.exists(partial):
+                os.remove(partial)
+            raise FConvError(
+                f"could not write checkpoint {filename} ({error.strerror or error}); the partial file was removed "
+                "and the checkpoints written before are intact; free space (or raise the file-size limit) and "
+                "run the same command again to resume"
+            ) from error
+
+    return torch_persistent_save
+
+
 def install() -> None:
     patch(file_io.PathManager, "copy", "atomic_checkpoints", _copy)
+    patch(checkpoint_utils, "torch_persistent_save", "atomic_checkpoints", _save_or_remove_partial)

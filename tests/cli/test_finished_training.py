@@ -1,0 +1,41 @@
+"""fairseq-train run again after it reached --max-update trains nothing and rewrites nothing."""
+
+import hashlib
+import re
+
+import pytest
+
+from tests.cli.conftest import PLUGIN_DIR, SMALL_MODEL, run_tool
+from tests.support import load_raw_checkpoint
+
+pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
+
+
+def _digests(save_dir):
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(save_dir.glob("*.pt"))}
+
+
+def test_restarting_a_finished_run_changes_no_checkpoint(word_task, tmp_path):
+    _, data_bin = word_task
+    save_dir = tmp_path / "checkpoints"
+
+    def command(max_update):
+        return ["fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, "--optimizer", "adam", "--lr", "0.003",
+                "--max-tokens", "300", "--max-update", str(max_update), "--save-dir", save_dir,
+                "--save-interval-updates", "10", "--seed", "1", "--no-progress-bar", "--log-format", "simple"]
+
+    first = run_tool(*command(20))
+    assert "done training" in first.stdout + first.stderr
+    finished = _digests(save_dir)
+    assert load_raw_checkpoint(save_dir / "checkpoint_last.pt")["optimizer_history"][-1]["num_updates"] == 20
+
+    for _ in range(3):
+        again = run_tool(*command(20))
+        log = again.stdout + again.stderr
+        assert "the checkpoint is at update 20, --max-update is 20: nothing to train" in log
+        assert not re.search(r"num_updates: 2[1-9]", log)
+        assert _digests(save_dir) == finished  # byte for byte, every file
+
+    more = run_tool(*command(25))  # a larger budget still resumes
+    assert load_raw_checkpoint(save_dir / "checkpoint_last.pt")["optimizer_history"][-1]["num_updates"] == 25
+    assert "nothing to train" not in more.stdout + more.stderr
