@@ -67,6 +67,14 @@ def translation_batch(src_dict: Dictionary, tgt_dict: Dictionary, src_lengths, t
     return src, lengths, prev, target
 
 
+def decode_step_by_step(model, src, lengths, prev):
+    """The decoder's outputs one target position at a time (incremental state), as beam search runs it."""
+    with torch.no_grad():
+        encoder_out = model.encoder(src, lengths)
+        state = {}
+        return [model.decoder(prev[:, : t + 1], encoder_out, incremental_state=state) for t in range(prev.size(1))]
+
+
 def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     scale = expected.abs().max().clamp_min(1e-30)
     return float((actual - expected).abs().max() / scale)

@@ -4,7 +4,14 @@ import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 
-from tests.support import DictionaryTask, build_pair, make_dictionary, relative_error, translation_batch
+from tests.support import (
+    DictionaryTask,
+    build_pair,
+    decode_step_by_step,
+    make_dictionary,
+    relative_error,
+    translation_batch,
+)
 
 TOLERANCE = 1e-5
 
@@ -81,9 +88,7 @@ def test_incremental_decoding_equals_full_forward(pair):
     prev[prev.eq(TGT_DICT.pad())] = TGT_DICT.index("t1")  # decoding never feeds padding
     with torch.no_grad():
         full_logits, full_attention = ours(src, lengths, prev)
-        encoder_out = ours.encoder(src, lengths)
-        state = {}
-        steps = [ours.decoder(prev[:, : t + 1], encoder_out, incremental_state=state) for t in range(prev.size(1))]
+    steps = decode_step_by_step(ours, src, lengths, prev)
     step_logits = torch.cat([logits for logits, _ in steps], dim=1)
     step_attention = torch.cat([attention for _, attention in steps], dim=1)
     assert relative_error(step_logits, full_logits) < TOLERANCE

@@ -15,7 +15,15 @@ from fairseq.sequence_generator import SequenceGenerator
 
 from fconv_plugin.errors import FConvError
 from fconv_plugin.models import FConvModel
-from tests.support import DictionaryTask, build_plugin_model, make_dictionary, model_args, relative_error, translation_batch
+from tests.support import (
+    DictionaryTask,
+    build_plugin_model,
+    decode_step_by_step,
+    make_dictionary,
+    model_args,
+    relative_error,
+    translation_batch,
+)
 
 JOINED = make_dictionary(40, "w")
 TASK = DictionaryTask(JOINED, JOINED)
@@ -96,9 +104,7 @@ def test_incremental_decoding_gives_the_full_sequence_scores():
     prev[prev.eq(JOINED.pad())] = JOINED.index("w1")  # decoding never feeds padding
     with torch.no_grad():
         full, _ = model(src, lengths, prev)
-        encoder_out = model.encoder(src, lengths)
-        state = {}
-        steps = torch.cat([model.decoder(prev[:, : t + 1], encoder_out, incremental_state=state)[0] for t in range(prev.size(1))], 1)
+    steps = torch.cat([log_probs for log_probs, _ in decode_step_by_step(model, src, lengths, prev)], dim=1)
     assert relative_error(steps, full) < 1e-5
 
 
