@@ -9,7 +9,8 @@ Each module fixes one thing fairseq breaks on this platform:
 - distributed_cpu: torchrun workers start on machines without GPUs;
 - ngram_blocking: ``--no-repeat-ngram-size`` blocks repeats on CPUs too;
 - cli_errors: the plugin's errors print as one line, without a traceback;
-- finished_training: ``fairseq-train`` run again after it finished trains nothing.
+- finished_training: ``fairseq-train`` run again after it finished trains nothing;
+- data_bin_checks: a damaged data-bin gets one line that names the file.
 
 They change fairseq's behaviour for the whole process, so importing the plugin does
 not install them: fairseq's ``--user-dir`` does (``fconv_plugin/__init__.py`` asks
@@ -26,6 +27,7 @@ from fairseq import checkpoint_utils
 from . import (
     atomic_checkpoints,
     cli_errors,
+    data_bin_checks,
     distributed_cpu,
     finished_training,
     interactive_input,
@@ -45,6 +47,7 @@ FIXES = {
     "ngram_blocking": ngram_blocking,
     "cli_errors": cli_errors,
     "finished_training": finished_training,
+    "data_bin_checks": data_bin_checks,
 }
 
 
