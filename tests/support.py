@@ -84,3 +84,8 @@ def load_raw_checkpoint(path) -> dict:
     """A fairseq checkpoint file as saved (no upgrade), through the plugin's safe loader."""
     with loading_fairseq_checkpoints(str(path)):
         return torch.load(path)
+
+
+def checkpoint_updates(path) -> int:
+    """The number of updates a fairseq checkpoint file was saved at."""
+    return load_raw_checkpoint(path)["optimizer_history"][-1]["num_updates"]

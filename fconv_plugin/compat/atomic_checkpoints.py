@@ -12,7 +12,8 @@ copy to the same checkpoint. The copy gets the permissions a plain copy would
 A save whose write fails (a full disk, a file-size limit) left fairseq's ``.tmp`` file
 behind and ended in a traceback; now the partial file is removed and the run stops
 with one line that says which checkpoint could not be written and that the earlier
-ones are intact.
+ones are intact. A run killed during a save leaves its temporary file; the next save
+to the same directory removes such leftovers first.
 """
 
 import glob
@@ -63,8 +64,17 @@ def _copy(original):
     return staticmethod(copy)
 
 
+def remove_leftovers(directory: str) -> None:
+    """Remove the temporary files of saves and copies that a killed run left in ``directory``."""
+    for pattern in ("*.pt.tmp", "*.pt.*.tmp"):
+        for stale in glob.glob(os.path.join(glob.escape(directory), pattern)):
+            os.remove(stale)
+
+
 def _save_or_remove_partial(original):
     def torch_persistent_save(obj, filename, async_write: bool = False):
+        if isinstance(filename, str) and "://" not in filename:
+            remove_leftovers(os.path.dirname(os.path.abspath(filename)))
         try:
             return original(obj, filename, async_write)
         except OSError as error:

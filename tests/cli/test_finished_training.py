@@ -6,7 +6,7 @@ import re
 import pytest
 
 from tests.cli.conftest import PLUGIN_DIR, SMALL_MODEL, run_tool
-from tests.support import load_raw_checkpoint
+from tests.support import checkpoint_updates
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
@@ -27,7 +27,7 @@ def test_restarting_a_finished_run_changes_no_checkpoint(word_task, tmp_path):
     first = run_tool(*command(20))
     assert "done training" in first.stdout + first.stderr
     finished = _digests(save_dir)
-    assert load_raw_checkpoint(save_dir / "checkpoint_last.pt")["optimizer_history"][-1]["num_updates"] == 20
+    assert checkpoint_updates(save_dir / "checkpoint_last.pt") == 20
 
     for _ in range(3):
         again = run_tool(*command(20))
@@ -37,5 +37,5 @@ def test_restarting_a_finished_run_changes_no_checkpoint(word_task, tmp_path):
         assert _digests(save_dir) == finished  # byte for byte, every file
 
     more = run_tool(*command(25))  # a larger budget still resumes
-    assert load_raw_checkpoint(save_dir / "checkpoint_last.pt")["optimizer_history"][-1]["num_updates"] == 25
+    assert checkpoint_updates(save_dir / "checkpoint_last.pt") == 25
     assert "nothing to train" not in more.stdout + more.stderr

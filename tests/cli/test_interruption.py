@@ -2,6 +2,7 @@
 finishes as an uninterrupted run would; no checkpoint is ever left half written."""
 
 import os
+import random
 import re
 import signal
 import subprocess
@@ -11,6 +12,7 @@ import pytest
 
 from tests.support import load_raw_checkpoint
 from tests.cli.conftest import BIN_DIR, PLUGIN_DIR, SMALL_MODEL, preprocess, valid_losses, write_corpus
+from tests.support import checkpoint_updates
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
@@ -81,3 +83,62 @@ def test_sigkill_mid_epoch_then_restart_matches_an_uninterrupted_run(noisy_task,
     assert abs(resumed_loss - reference_loss) <= 0.01 * reference_loss
     _all_checkpoints_load(save_dir)
     assert not list(save_dir.glob("*.pt.*.tmp"))  # what a killed copy left was cleaned up
+
+
+KILL_TRIALS = 20
+FINAL_UPDATE = 150
+
+
+def _frequent_saves_command(data_bin, save_dir):
+    """A save every 3 updates and at each short epoch's end, old ones deleted: kills often land in one."""
+    return [
+        str(BIN_DIR / "fairseq-train"), str(data_bin), "--user-dir", PLUGIN_DIR, *SMALL_MODEL,
+        "--optimizer", "adam", "--lr", "0.003", "--max-tokens", "300", "--max-update", str(FINAL_UPDATE),
+        "--save-interval-updates", "3", "--keep-interval-updates", "2", "--keep-last-epochs", "2",
+        "--save-dir", str(save_dir), "--seed", "1", "--no-progress-bar", "--log-format", "simple",
+    ]
+
+
+def _kill_at_a_seeded_moment(command, save_dir, rng):
+    """Start ``command`` and SIGKILL it: after a random delay (even trials: start-up, loading,
+    training or saving alike), or a few milliseconds into its first save (odd trials)."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if rng.random() < 0.5:
+        deadline = time.time() + rng.uniform(0.5, 8.0)
+        while time.time() < deadline and process.poll() is None:
+            time.sleep(0.01)
+    else:
+        before = set(os.listdir(save_dir)) if save_dir.exists() else set()
+        deadline = time.time() + 60
+        while time.time() < deadline and process.poll() is None:
+            if save_dir.exists() and set(os.listdir(save_dir)) - before:
+                time.sleep(rng.uniform(0.0, 0.03))
+                break
+            time.sleep(0.001)
+    killed = process.poll() is None
+    process.send_signal(signal.SIGKILL) if killed else None
+    process.wait(timeout=60)
+    return killed
+
+
+def test_twenty_seeded_sigkills_lose_nothing_and_the_run_resumes_to_its_end(word_task, tmp_path):
+    _, data_bin = word_task
+    save_dir = tmp_path / "checkpoints"
+    command = _frequent_saves_command(data_bin, save_dir)
+    progress = []  # checkpoint_last's update after each kill
+    kills = inside_a_save = 0
+    for trial in range(KILL_TRIALS):
+        kills += _kill_at_a_seeded_moment(command, save_dir, random.Random(trial))
+        inside_a_save += bool(list(save_dir.glob("*.tmp")))  # a save or copy was cut short
+        _all_checkpoints_load(save_dir)
+        last = save_dir / "checkpoint_last.pt"
+        progress.append(checkpoint_updates(last) if last.exists() else 0)
+    print(f"{kills} kills, {inside_a_save} inside a save; checkpoint_last after each: {progress}")
+    assert kills == KILL_TRIALS and progress[-1] < FINAL_UPDATE  # every trial was a kill before the end
+    assert progress == sorted(progress)  # a kill never took back a saved update
+
+    resumed = subprocess.run(command, capture_output=True, text=True, check=True, timeout=TIMEOUT)
+    assert "done training" in resumed.stdout + resumed.stderr
+    _all_checkpoints_load(save_dir)
+    assert checkpoint_updates(save_dir / "checkpoint_last.pt") == FINAL_UPDATE
+    assert not list(save_dir.glob("*.tmp")), sorted(p.name for p in save_dir.iterdir())

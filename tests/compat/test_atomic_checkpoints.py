@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import torch
 from fairseq.file_io import PathManager
 
 from fconv_plugin.compat.atomic_checkpoints import atomic_copy
@@ -99,3 +100,16 @@ def test_a_copy_gets_the_permissions_fairseqs_plain_copy_gives(tmp_path):
         finally:
             os.umask(previous)
         assert stat.S_IMODE(atomic.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode) == 0o666 & ~umask
+
+
+def test_a_save_first_removes_what_killed_saves_left(tmp_path):
+    from fairseq import checkpoint_utils
+
+    left = ["checkpoint_3_40.pt.tmp", "checkpoint_last.pt.k2j4x9.tmp"]
+    kept = ["checkpoint_3_30.pt", "notes.tmp", "checkpoint_last.pt"]
+    for name in left + kept:
+        (tmp_path / name).write_bytes(b"something")
+    checkpoint_utils.torch_persistent_save({"model": {"w": torch.ones(3)}}, str(tmp_path / "checkpoint_4_50.pt"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept + ["checkpoint_4_50.pt"])
+    assert (tmp_path / "checkpoint_3_30.pt").read_bytes() == b"something"
+    assert torch.load(tmp_path / "checkpoint_4_50.pt")["model"]["w"].tolist() == [1.0, 1.0, 1.0]
