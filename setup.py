@@ -26,7 +26,7 @@ setup(
         "matplotlib",  # fconv-attention and the examples' training curves
         "rouge-score",  # the summarisation example
     ],
-    extras_require={"test": ["pytest"]},
+    extras_require={"test": ["pytest", "hypothesis"]},
     entry_points={
         "console_scripts": [
             "fconv-unk-dict = fconv_plugin.cli.unk_dict:main",

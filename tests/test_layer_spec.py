@@ -1,6 +1,8 @@
 """The layer-spec parser accepts what users write and nothing else."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fconv_plugin.errors import FConvError
 from fconv_plugin.layer_spec import parse_attention, parse_conv_layers
@@ -66,3 +68,70 @@ def test_attention_list_must_have_one_flag_per_layer():
         parse_attention("[True, False]", 3)
     with pytest.raises(FConvError, match="must be True, False or a list of booleans"):
         parse_attention("[1, 0, 1]", 3)
+
+
+# --- fuzzing: whatever the string, a valid spec or one line of FConvError, nothing run ---
+
+FUZZ_EXAMPLES = 1500  # per strategy; derandomized, so CI tries the same strings every time
+_FUZZ = settings(max_examples=FUZZ_EXAMPLES, derandomize=True, database=None, deadline=1000)
+_SPEC_PIECES = ["[", "]", "(", ")", ",", "*", "+", "-", " ", "0", "1", "3", "512", "1000", "9999999999",
+                "True", "False", "None", "...", "'a'", "1.5", "2**9", "x", "[]", "()", "lambda: 0",
+                "__import__('os').system('touch {marker}')", "open('{marker}', 'w')", "[(64, 3)]", "(64, 3, 1)"]
+
+
+def _spec_like(marker):
+    pieces = st.sampled_from([piece.replace("{marker}", marker) for piece in _SPEC_PIECES])
+    return st.lists(pieces, max_size=30).map("".join)
+
+
+def _valid_or_one_line_error(parse):
+    try:
+        return parse(), None
+    except FConvError as error:
+        assert "\n" not in str(error)
+        return None, error
+
+
+@pytest.fixture(scope="module")
+def marker(tmp_path_factory):
+    """A file that exists only if some parsed string was run."""
+    return tmp_path_factory.mktemp("fuzz") / "created-by-a-spec"
+
+
+@_FUZZ
+@given(text=st.one_of(st.text(max_size=200), st.binary(max_size=50).map(lambda b: b.decode("latin-1"))))
+def test_fuzz_any_text(text):
+    specs, _ = _valid_or_one_line_error(lambda: parse_conv_layers(text))
+    if specs is not None:
+        assert specs and all(s.out_channels > 0 and s.kernel_size > 0 and s.residual >= 0 for s in specs)
+    flags, _ = _valid_or_one_line_error(lambda: parse_attention(text, 3))
+    if flags is not None:
+        assert len(flags) == 3 and all(type(flag) is bool for flag in flags)
+
+
+@_FUZZ
+@given(data=st.data())
+def test_fuzz_spec_like_strings_never_run_code(marker, data):
+    text = data.draw(_spec_like(str(marker)))
+    specs, _ = _valid_or_one_line_error(lambda: parse_conv_layers(text))
+    if specs is not None:
+        assert 0 < len(specs) <= 1000
+        assert all(type(s.out_channels) is int and s.out_channels > 0 and s.kernel_size > 0 for s in specs)
+    _valid_or_one_line_error(lambda: parse_attention(text, 2))
+    assert not marker.exists()
+
+
+@_FUZZ
+@given(layers=st.lists(st.tuples(st.integers(1, 4096), st.integers(1, 9)), min_size=1, max_size=12),
+       repeat=st.integers(1, 5))
+def test_fuzz_written_specs_parse_to_what_they_say(layers, repeat):
+    text = " + ".join(f"[({channels}, {width})] * {repeat}" for channels, width in layers)
+    expected = [(channels, width, 1) for channels, width in layers for _ in range(repeat)]
+    assert parse_conv_layers(text) == [ConvLayerSpec(*layer) for layer in expected]
+
+
+def test_fuzz_deep_nesting_and_huge_repeats_are_refused_quickly():
+    for text in ["(" * 100_000 + ")" * 100_000, "[" * 5000 + "]" * 5000, "[(1, 1)] * 10 ** 9",
+                 "[(1, 1)] * 1000 * 1000 * 1000", "[(1, 1)] * 999999999999999999999999"]:
+        with pytest.raises(FConvError):
+            parse_conv_layers(text)

@@ -1,10 +1,13 @@
 """fairseq checkpoints load under torch's weights_only unpickler; nothing else does."""
 
+import io
 import os
 import pickle
 import random
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 import torch
 from fairseq import checkpoint_utils
 
@@ -80,3 +83,74 @@ def test_numpy_arrays_in_the_training_state_load(tmp_path):
     with loading_fairseq_checkpoints(str(checkpoint)):
         state = torch.load(checkpoint)
     assert state["extra_state"]["metrics"]["_bleu_counts"].tolist() == [74, 41, 22, 11]
+
+
+# --- fuzzing: random bytes, truncations and byte flips of a real checkpoint ---
+
+FUZZ_EXAMPLES = 400  # per strategy; derandomized, so CI tries the same files every time
+_FUZZ = settings(max_examples=FUZZ_EXAMPLES, derandomize=True, database=None, deadline=None,
+                 suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(scope="module")
+def checkpoint_bytes():
+    """A checkpoint as fairseq-train writes it (args, model, optimizer history, extra state)."""
+    from tests.support import DictionaryTask, build_plugin_model, make_dictionary, model_args
+
+    task = DictionaryTask(make_dictionary(20), make_dictionary(20))
+    overrides = dict(encoder_layers="[(16, 3)] * 2", decoder_layers="[(16, 3)] * 2", encoder_embed_dim=8,
+                     decoder_embed_dim=8, decoder_out_embed_dim=8)
+    model = build_plugin_model("fconv_iwslt_de_en", task, **overrides)
+    state = {
+        "args": model_args("fconv_iwslt_de_en", **overrides), "model": model.state_dict(),
+        "optimizer_history": [{"criterion_name": "CrossEntropyCriterion", "optimizer_name": "NAG",
+                               "lr_scheduler_state": {"best": 3.5}, "num_updates": 40}],
+        "extra_state": {"train_iterator": {"epoch": 2}, "val_loss": 3.5},
+    }
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+def _loads_or_one_line_error(path):
+    try:
+        state = checkpoint_utils.load_checkpoint_to_cpu(str(path))
+    except FConvError as error:
+        assert "\n" not in str(error) and str(path) in str(error)
+        return None
+    assert isinstance(state, dict)
+    return state
+
+
+def test_the_fuzzed_checkpoint_loads_whole(checkpoint_bytes, tmp_path):
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(checkpoint_bytes)
+    assert _loads_or_one_line_error(path)["optimizer_history"][-1]["num_updates"] == 40
+
+
+@_FUZZ
+@given(data=st.binary(max_size=4096))
+def test_fuzz_random_bytes(tmp_path, data):
+    path = tmp_path / "random.pt"
+    path.write_bytes(data)
+    assert _loads_or_one_line_error(path) is None
+
+
+@_FUZZ
+@given(fraction=st.floats(0.0, 1.0, exclude_max=True))
+def test_fuzz_truncated(checkpoint_bytes, tmp_path, fraction):
+    path = tmp_path / "truncated.pt"
+    path.write_bytes(checkpoint_bytes[: int(fraction * len(checkpoint_bytes))])
+    assert _loads_or_one_line_error(path) is None
+
+
+@pytest.mark.slow  # a flip that loads goes through fairseq's whole upgrade of old checkpoints (~0.15 s)
+@_FUZZ
+@given(flips=st.lists(st.tuples(st.floats(0.0, 1.0, exclude_max=True), st.integers(0, 255)), min_size=1, max_size=6))
+def test_fuzz_flipped_bytes(checkpoint_bytes, tmp_path, flips):
+    data = bytearray(checkpoint_bytes)
+    for where, value in flips:
+        data[int(where * len(data))] = value
+    path = tmp_path / "flipped.pt"
+    path.write_bytes(bytes(data))
+    _loads_or_one_line_error(path)  # a flip inside a weight still loads; anything else is one line
