@@ -1,4 +1,4 @@
-"""The numbers behind the README's "Choosing an architecture" table, on this machine.
+"""The numbers behind docs/your-data.md's "Choosing an architecture" table, on this machine.
 
 For every named architecture: parameters, training speed (target words per second of
 one forward and backward pass over 32 sentences of 24 tokens, the median of a few

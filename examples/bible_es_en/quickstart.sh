@@ -10,10 +10,10 @@
 # verse, shipped in data/ (see make_corpus.py for where they come from).
 #
 # Knobs (environment variables):
-#   UPDATES=N    training updates (default 600; see README for BLEU at other settings)
+#   UPDATES=N    training updates (default 600; see docs/quickstart.md for BLEU at other settings)
 #   RECIPE=adam|nag  adam (default): Adam, learning rate warmed up, then decayed linearly
 #                to 0 at the last update, label smoothing 0.1. nag: the paper's recipe
-#                (NAG, momentum 0.99, lr 0.25 shrunk on plateau); slower to start, see README
+#                (NAG, momentum 0.99, lr 0.25 shrunk on plateau); slower to start, see docs/quickstart.md
 #   WORK_DIR=D   where everything is written (default: runs/<date-time> beside this
 #                script); a WORK_DIR that exists and is not empty is refused, never wiped
 #   SEED=N       training seed (default 1)

@@ -13,7 +13,7 @@
 #   -> Moses detokenizer -> sacreBLEU (BLEU and chrF)
 #
 # Knobs (environment variables):
-#   ARCH=name        model (default fconv_iwslt_de_en; README: "Choosing an architecture")
+#   ARCH=name        model (default fconv_iwslt_de_en; docs/your-data.md: "Choosing an architecture")
 #   ARCH_ARGS="..."  extra model options, split at spaces, never globbed or evaluated
 #   UPDATES=N        training updates (default 2000); the learning rate decays to 0 at the last
 #   LR=X             peak learning rate of Adam (default 0.003; 0.001 for the 512-wide models)

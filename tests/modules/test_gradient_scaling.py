@@ -18,5 +18,5 @@ def test_forward_is_identity_and_backward_matches_fairseqs_grad_multiply():
 
 
 def test_no_attention_leaves_the_gradient_alone():
-    # fairseq would divide by zero here (README: differences from fairseq's fconv)
+    # fairseq would divide by zero here (docs/design.md: differences from fairseq's built-in fconv)
     assert encoder_gradient_scale(0) == 1.0
