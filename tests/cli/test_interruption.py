@@ -1,11 +1,13 @@
 """fairseq-train killed with SIGKILL mid-epoch resumes from checkpoint_last.pt and
 finishes as an uninterrupted run would; no checkpoint is ever left half written."""
 
+import collections
 import os
 import random
 import re
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -86,7 +88,7 @@ def test_sigkill_mid_epoch_then_restart_matches_an_uninterrupted_run(noisy_task,
 
 
 KILL_TRIALS = 20
-FINAL_UPDATE = 150
+FINAL_UPDATE = 300  # more than 20 trials can reach: each is killed within a few updates
 
 
 def _frequent_saves_command(data_bin, save_dir):
@@ -96,29 +98,65 @@ def _frequent_saves_command(data_bin, save_dir):
         "--optimizer", "adam", "--lr", "0.003", "--max-tokens", "300", "--max-update", str(FINAL_UPDATE),
         "--save-interval-updates", "3", "--keep-interval-updates", "2", "--keep-last-epochs", "2",
         "--save-dir", str(save_dir), "--seed", "1", "--no-progress-bar", "--log-format", "simple",
+        "--log-interval", "1",
     ]
 
 
+class _Run:
+    """fairseq-train in a child process, with the number of updates it has logged so far."""
+
+    def __init__(self, command):
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.updates = 0
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.updates += "num_updates=" in line
+
+    def wait_until(self, condition, timeout=120, poll=0.001):
+        deadline = time.time() + timeout
+        while time.time() < deadline and self.process.poll() is None and not condition():
+            time.sleep(poll)
+
+    def kill(self) -> bool:
+        running = self.process.poll() is None
+        if running:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=60)
+        self._reader.join(timeout=60)
+        return running
+
+
 def _kill_at_a_seeded_moment(command, save_dir, rng):
-    """Start ``command`` and SIGKILL it: after a random delay (even trials: start-up, loading,
-    training or saving alike), or a few milliseconds into its first save (odd trials)."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if rng.random() < 0.5:
-        deadline = time.time() + rng.uniform(0.5, 8.0)
-        while time.time() < deadline and process.poll() is None:
-            time.sleep(0.01)
+    """Start ``command`` and SIGKILL it at a moment the seeded ``rng`` picks, bounded by
+    events rather than the clock, so that a fast machine does not train to the end:
+    during start-up and loading, after the n-th logged update, or 0-5 ms after the n-th
+    file appears in the save directory (most often a save's temporary file)."""
+    run = _Run(command)
+    moment = rng.choice(["start-up", "training", "saving"])
+    if moment == "start-up":
+        deadline = time.time() + rng.uniform(0.0, 4.0)
+        run.wait_until(lambda: time.time() > deadline or run.updates > 0)
+    elif moment == "training":
+        after = rng.randint(1, 8)
+        run.wait_until(lambda: run.updates >= after)
     else:
-        before = set(os.listdir(save_dir)) if save_dir.exists() else set()
-        deadline = time.time() + 60
-        while time.time() < deadline and process.poll() is None:
-            if save_dir.exists() and set(os.listdir(save_dir)) - before:
-                time.sleep(rng.uniform(0.0, 0.03))
-                break
-            time.sleep(0.001)
-    killed = process.poll() is None
-    process.send_signal(signal.SIGKILL) if killed else None
-    process.wait(timeout=60)
-    return killed
+        seen = set(os.listdir(save_dir)) if save_dir.exists() else set()
+        events, wanted = [], rng.randint(1, 4)
+
+        def enough_new_files():
+            if save_dir.exists():
+                new = set(os.listdir(save_dir)) - seen
+                events.extend(new)
+                seen.update(new)
+            return len(events) >= wanted
+
+        run.wait_until(enough_new_files, poll=0.0002)
+        time.sleep(rng.uniform(0.0, 0.005))
+    return moment, run.kill()
 
 
 def test_twenty_seeded_sigkills_lose_nothing_and_the_run_resumes_to_its_end(word_task, tmp_path):
@@ -126,14 +164,18 @@ def test_twenty_seeded_sigkills_lose_nothing_and_the_run_resumes_to_its_end(word
     save_dir = tmp_path / "checkpoints"
     command = _frequent_saves_command(data_bin, save_dir)
     progress = []  # checkpoint_last's update after each kill
+    moments = collections.Counter()
     kills = inside_a_save = 0
     for trial in range(KILL_TRIALS):
-        kills += _kill_at_a_seeded_moment(command, save_dir, random.Random(trial))
+        moment, killed = _kill_at_a_seeded_moment(command, save_dir, random.Random(trial))
+        moments[moment] += 1
+        kills += killed
         inside_a_save += bool(list(save_dir.glob("*.tmp")))  # a save or copy was cut short
         _all_checkpoints_load(save_dir)
         last = save_dir / "checkpoint_last.pt"
         progress.append(checkpoint_updates(last) if last.exists() else 0)
-    print(f"{kills} kills, {inside_a_save} inside a save; checkpoint_last after each: {progress}")
+    print(f"{kills} kills ({dict(moments)}), {inside_a_save} left a save's temporary file; "
+          f"checkpoint_last after each: {progress}")
     assert kills == KILL_TRIALS and progress[-1] < FINAL_UPDATE  # every trial was a kill before the end
     assert progress == sorted(progress)  # a kill never took back a saved update
 
