@@ -9,7 +9,7 @@ from . import compat
 from .errors import FConvError
 from .models import ARCHITECTURES, FConvDecoder, FConvEncoder, FConvModel
 
-if compat.loaded_through_user_dir():
+if compat.running_fairseq_command():  # fairseq's --user-dir in fairseq-train & co.
     compat.install()
 
 __version__ = "0.1.0"

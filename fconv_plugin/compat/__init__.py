@@ -14,13 +14,13 @@ Each module fixes one thing fairseq breaks on this platform:
 
 They change fairseq's behaviour for the whole process, so importing the plugin does
 not install them: fairseq's ``--user-dir`` does (``fconv_plugin/__init__.py`` asks
-``loaded_through_user_dir``), as do the plugin's own commands; anyone else calls
+``running_fairseq_command``), as do the plugin's own commands; anyone else calls
 ``install()``. ``FConvModel.from_pretrained`` needs none of them installed: it
 loads under ``safe_loading.loading_fairseq_checkpoints`` only.
 """
 
-import inspect
 import logging
+import sys
 
 from fairseq import checkpoint_utils
 
@@ -66,11 +66,8 @@ def install() -> None:
         logger.info("fconv_plugin: host fixes active: %s", ", ".join(FIXES))
 
 
-def loaded_through_user_dir() -> bool:
-    """True while fairseq's ``import_user_module`` (``--user-dir``) imports the plugin."""
-    frame = inspect.currentframe()
-    while frame is not None:
-        if frame.f_code.co_name == "import_user_module" and frame.f_globals.get("__name__") == "fairseq.utils":
-            return True
-        frame = frame.f_back
-    return False
+def running_fairseq_command() -> bool:
+    """True in a process that runs one of fairseq's commands (fairseq-train, -generate,
+    -interactive, ...): only they import ``fairseq_cli``, which ``--user-dir`` then loads
+    the plugin into. Importing fairseq or the plugin never imports it."""
+    return any(name == "fairseq_cli" or name.startswith("fairseq_cli.") for name in sys.modules)

@@ -57,7 +57,8 @@ def test_importing_the_plugin_changes_no_logging_allowlist_hook_or_fairseq_funct
 def test_user_dir_installs_every_fix_and_says_so_in_one_log_line():
     result = _run(
         "import argparse, logging\n"
-        "logging.basicConfig(level=logging.INFO)\n"
+        "import fairseq_cli.train  # what the fairseq-train console script imports first\n"
+        "logging.getLogger().setLevel(logging.INFO)\n"
         "from fairseq import utils\n"
         f"utils.import_user_module(argparse.Namespace(user_dir={PLUGIN_DIR!r}))\n"
         "import fconv_plugin\n"
@@ -74,3 +75,16 @@ def test_user_dir_installs_every_fix_and_says_so_in_one_log_line():
     assert len(lines) == 1
     assert lines[0].endswith("host fixes active: safe_loading, atomic_checkpoints, interactive_input, "
                              "replace_unk, distributed_cpu, ngram_blocking, cli_errors, finished_training, data_bin_checks")
+
+
+def test_user_dir_outside_fairseqs_commands_leaves_the_host_alone():
+    result = _run(
+        "import argparse\n"
+        "from fairseq import utils\n"
+        "before = host_state()\n"
+        f"utils.import_user_module(argparse.Namespace(user_dir={PLUGIN_DIR!r}))\n"
+        "import fconv_plugin\n"
+        "print(json.dumps([before, host_state(), fconv_plugin.compat.installed()]))\n"
+    )
+    before, after, installed = json.loads(result.stdout.splitlines()[-1])
+    assert after == before and installed is False
