@@ -11,15 +11,17 @@ exactly those places, carrying what the replacement needs on the hypotheses:
 - fairseq-generate hands ``post_process_prediction`` the original source line (read
   from the raw text file beside binarised data, the one ``fairseq-preprocess
   --dataset-impl raw`` writes, e.g. data-bin/test.de-en.de), whose words are looked up;
-- fairseq-interactive's batches carry each line's words as tokenised and BPE-encoded
-  (on the source tensor, which its sample hands to the generator unchanged on CPUs);
+- fairseq-interactive's batches record each line's words as tokenised and BPE-encoded
+  in ``INTERACTIVE_SOURCE_WORDS``, keyed by the batch's source tensor (until it is freed), which its sample
+  hands to the generator unchanged on CPUs;
 - ``post_process_prediction`` replaces each ``<unk>`` before BPE is removed.
 """
 
 import os
 import sys
+import weakref
 from argparse import Namespace
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from fairseq import utils as fairseq_utils
 from fairseq.data import data_utils, indexed_dataset
@@ -31,8 +33,20 @@ from ..modules.unk_replacement import attended_source_positions, replace_unknown
 from ._patching import patch, running_cli_module
 from .interactive_input import memoized
 
-# fairseq-interactive: the words of a batch's lines, set on its src_tokens tensor
-SOURCE_WORDS_ATTRIBUTE = "fconv_source_words"
+# fairseq-interactive: the words of a batch's lines, by the id of the batch's src_tokens
+# tensor. The one place this state lives; an entry goes when fairseq drops the tensor.
+INTERACTIVE_SOURCE_WORDS: Dict[int, List[List[str]]] = {}
+
+
+def remember_source_words(src_tokens, words: List[List[str]]) -> None:
+    """Record the words of the batch whose source tensor is ``src_tokens``."""
+    INTERACTIVE_SOURCE_WORDS[id(src_tokens)] = words
+    weakref.finalize(src_tokens, INTERACTIVE_SOURCE_WORDS.pop, id(src_tokens), None)
+
+
+def recorded_source_words(src_tokens) -> Optional[List[List[str]]]:
+    """The words recorded for this very tensor, or None (fairseq-generate)."""
+    return INTERACTIVE_SOURCE_WORDS.get(id(src_tokens))
 
 
 class UnkAlignment:
@@ -81,7 +95,7 @@ class _UnkAligningGenerator:
     def generate(self, models, sample, **kwargs):
         hypos = self._generator.generate(models, sample, **kwargs)
         src_tokens = sample["net_input"]["src_tokens"]
-        batch_words = getattr(src_tokens, SOURCE_WORDS_ATTRIBUTE, None)
+        batch_words = recorded_source_words(src_tokens)
         pad, eos = self._task.source_dictionary.pad(), self._task.source_dictionary.eos()
         for row, sentence_hypos in enumerate(hypos):
             real = int((src_tokens[row].ne(pad) & src_tokens[row].ne(eos)).sum())
@@ -179,7 +193,7 @@ def _make_batches(original):
         for batch in original(lines, cfg, task, max_positions, encode_fn):
             if cfg.generation.replace_unk is not None:
                 words = [encode_fn(lines[i]).split() for i in batch.ids.tolist()]
-                setattr(batch.src_tokens, SOURCE_WORDS_ATTRIBUTE, words)
+                remember_source_words(batch.src_tokens, words)
             yield batch
 
     return make_batches

@@ -1,9 +1,17 @@
 """The --replace-unk glue: dictionary files and where the source words come from."""
 
+import gc
+
 import pytest
+import torch
 from fairseq import utils as fairseq_utils
 
-from fconv_plugin.compat.replace_unk import UnkAlignment
+from fconv_plugin.compat.replace_unk import (
+    INTERACTIVE_SOURCE_WORDS,
+    UnkAlignment,
+    recorded_source_words,
+    remember_source_words,
+)
 from fconv_plugin.errors import FConvError
 
 
@@ -24,3 +32,14 @@ def test_the_original_line_must_have_as_many_words_as_the_model_read():
     assert alignment.words_of("das Haus brennt") == ["das", "Haus", "brennt"]
     with pytest.raises(FConvError, match="the source line has 2 words but the model read 3 tokens"):
         alignment.words_of("das Haus")
+
+
+def test_interactive_source_words_belong_to_their_tensor_and_go_with_it():
+    batch = torch.tensor([[4, 5, 2]])
+    remember_source_words(batch, [["der", "Hund"]])
+    assert recorded_source_words(batch) == [["der", "Hund"]]
+    assert recorded_source_words(batch.clone()) is None  # an equal tensor is another batch
+    key = id(batch)
+    del batch
+    gc.collect()
+    assert key not in INTERACTIVE_SOURCE_WORDS
