@@ -29,6 +29,7 @@ def base_architecture(args: Namespace) -> None:
     _default(args, "no_encoder_positional_embeddings", False)
     _default(args, "no_decoder_positional_embeddings", False)
     _default(args, "pointer_generator", False)
+    _default(args, "int8_weights", False)
 
 
 def fconv_iwslt_de_en(args: Namespace) -> None:

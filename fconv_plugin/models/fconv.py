@@ -28,13 +28,10 @@ from ..modules import (
     WeightNormalized,
     encoder_gradient_scale,
     forward_conv_blocks,
-    plan_conv_stack,
-    positional_embedding_or_none,
-    residual_projection,
-    same_length_padding,
     scale_gradient,
 )
-from ..modules.conv_block import SQRT_HALF
+from ..modules.conv_block import SQRT_HALF, plan_conv_stack, residual_projection, same_length_padding
+from ..modules.embeddings import positional_embedding_or_none
 from .architectures import base_architecture
 from .checkpoint_compat import check_dictionary_sizes, upgrade_decoder_weight_norm
 from .pretrained_embeddings import load_pretrained_embeddings
@@ -68,7 +65,12 @@ class FConvModel(FairseqEncoderDecoderModel):
 
     def __init__(self, encoder: "FConvEncoder", decoder: "FConvDecoder"):
         super().__init__(encoder, decoder)
-        self.encoder.num_attention_layers = decoder.num_attention_layers
+        if encoder.num_attention_layers != decoder.num_attention_layers:
+            raise FConvError(
+                f"the encoder scales its gradient for {encoder.num_attention_layers} attention layers but the decoder "
+                f"has {decoder.num_attention_layers}; build the encoder with num_attention_layers="
+                f"{decoder.num_attention_layers}"
+            )
 
     @staticmethod
     def add_args(parser):
@@ -89,6 +91,9 @@ class FConvModel(FairseqEncoderDecoderModel):
         parser.add_argument("--pointer-generator", action="store_true",
                             help="copy source words through the attention, gated by a learned p_gen "
                                  "(See et al. 2017); needs fairseq-preprocess --joined-dictionary")
+        parser.add_argument("--int8-weights", action="store_true",
+                            help="the checkpoint holds int8 weights, as fconv-quantize writes them (inference only); "
+                                 "set by fconv-quantize, not for training")
 
     @classmethod
     def build_model(cls, args, task):
@@ -107,6 +112,7 @@ class FConvModel(FairseqEncoderDecoderModel):
             max_positions=args.max_source_positions,
             positional_embeddings=not args.no_encoder_positional_embeddings,
             return_source_tokens=args.pointer_generator,
+            num_attention_layers=sum(attention),
         )
         decoder = FConvDecoder(
             task.target_dictionary,
@@ -125,7 +131,7 @@ class FConvModel(FairseqEncoderDecoderModel):
         if args.decoder_embed_path:
             load_pretrained_embeddings(decoder.embed_tokens, args.decoder_embed_path, task.target_dictionary, "--decoder-embed-path")
         model = cls(encoder, decoder)
-        if getattr(args, "int8_weights", False):  # a checkpoint written by fconv-quantize
+        if args.int8_weights:  # a checkpoint written by fconv-quantize
             model.quantize_int8_()
         return model
 
@@ -192,10 +198,13 @@ class FConvEncoder(FairseqEncoder):
         max_positions: int = 1024,
         positional_embeddings: bool = True,
         return_source_tokens: bool = False,
+        num_attention_layers: int = 1,
     ):
+        """``num_attention_layers``: how many decoder layers attend to this encoder; its
+        gradient is scaled by 1 / (2 · that number) (§3.4)."""
         super().__init__(dictionary)
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
-        self.num_attention_layers = None
+        self.num_attention_layers = num_attention_layers
         self.return_source_tokens = return_source_tokens  # a pointer-generator decoder copies them
         self.padding_idx = dictionary.pad()
         self.embed_tokens = TokenEmbedding(len(dictionary), embed_dim, self.padding_idx)
@@ -332,7 +341,7 @@ class FConvDecoder(FairseqIncrementalDecoder):
 
         x = self.fc1(x)
         # Full sequences run the convolutions time-major; single steps stay batch-major.
-        x = _time_major(x, incremental)
+        x = _swap_time_and_batch(x, incremental)
         copying = self.pointer_generator is not None
         want_attention = copying or (not self.training and self.need_attn)
         attention_weights: List[Tensor] = []
@@ -345,14 +354,14 @@ class FConvDecoder(FairseqIncrementalDecoder):
             attention = self.attention[index]
             if attention is None:
                 return x
-            x, weights = attention(_batch_major(x, incremental), target_embedding, source)
+            x, weights = attention(_swap_time_and_batch(x, incremental), target_embedding, source)
             if want_attention:
                 attention_weights.append(weights)
-            return _time_major(x, incremental)
+            return _swap_time_and_batch(x, incremental)
 
         x = forward_conv_blocks(x, self.plans, self.projections, convolve, self.dropout_module, attend)
 
-        x = self.fc2(_batch_major(x, incremental))
+        x = self.fc2(_swap_time_and_batch(x, incremental))
         x = self.dropout_module(x)
         state = x
         x = self.fc3(x)
@@ -415,13 +424,10 @@ class FConvDecoder(FairseqIncrementalDecoder):
                 self.beam_size = beam_size
 
 
-def _time_major(x: Tensor, incremental: bool) -> Tensor:
-    """batch x time x channel -> the convolutions' time x batch x channel (a step stays as it is)."""
-    return x if incremental else x.transpose(0, 1)
-
-
-def _batch_major(x: Tensor, incremental: bool) -> Tensor:
-    """time x batch x channel -> batch x time x channel, for attention and the output layers."""
+def _swap_time_and_batch(x: Tensor, incremental: bool) -> Tensor:
+    """batch x time x channel <-> time x batch x channel: the convolutions run time-major,
+    attention and the output layers batch-major. A single incremental step has no time
+    axis to move and stays as it is."""
     return x if incremental else x.transpose(0, 1)
 
 

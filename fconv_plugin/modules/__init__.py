@@ -1,18 +1,14 @@
-"""The paper's building blocks, one concept a module."""
+"""The paper's building blocks, one concept a module.
+
+The names below are what the model is built from and what a user needs to build or
+inspect one; helpers used inside one module (padding, residual selection, the GLU
+itself) are imported from that module.
+"""
 
 from .attention import AttentionLayer, AttentionSource
 from .causal_convolution import CausalConvolution
-from .conv_block import (
-    ConvLayerSpec,
-    add_residual,
-    forward_conv_blocks,
-    gated_linear_unit,
-    plan_conv_stack,
-    residual_projection,
-    same_length_padding,
-    select_residual,
-)
-from .embeddings import LearnedPositionalEmbedding, TokenEmbedding, make_positions, positional_embedding_or_none
+from .conv_block import ConvLayerSpec, forward_conv_blocks
+from .embeddings import LearnedPositionalEmbedding, TokenEmbedding
 from .gradient_scaling import encoder_gradient_scale, scale_gradient
 from .int8 import Int8Weight
 from .pointer_generator import PointerGenerator
@@ -22,23 +18,15 @@ __all__ = [
     "AttentionLayer",
     "AttentionSource",
     "CausalConvolution",
-    "Int8Weight",
     "ConvLayerSpec",
+    "Int8Weight",
     "LearnedPositionalEmbedding",
     "PointerGenerator",
     "TokenEmbedding",
     "WeightNormConvTBC",
     "WeightNormLinear",
     "WeightNormalized",
-    "add_residual",
     "encoder_gradient_scale",
     "forward_conv_blocks",
-    "gated_linear_unit",
-    "make_positions",
-    "plan_conv_stack",
-    "positional_embedding_or_none",
-    "residual_projection",
-    "same_length_padding",
     "scale_gradient",
-    "select_residual",
 ]
