@@ -56,10 +56,13 @@ def test_int8_outputs_stay_close_to_fairseqs_float32_model_and_steps_match_the_f
 
 def test_a_decoder_embedding_shared_with_the_output_layer_stays_float32():
     overrides = dict(SMALL, share_input_output_embed=True)
-    model = build_plugin_model("fconv", TASK, **overrides)
+    torch.manual_seed(2)
+    float32 = build_plugin_model("fconv", TASK, **overrides)
+    model = copy.deepcopy(float32)
     model.quantize_int8_()
     assert model.decoder.embed_tokens.int8 is None
     assert model.decoder.fc3.weight is model.decoder.embed_tokens.weight
+    assert torch.equal(model.decoder.embed_tokens.weight, float32.decoder.embed_tokens.weight)
     assert model.encoder.embed_tokens.int8 is not None
-    batch = translation_batch(SRC, TGT, [5], [4], seed=1)
-    assert _logits(model, batch).shape == (1, 4, len(TGT))
+    batch = translation_batch(SRC, TGT, [5, 7], [4, 6], seed=1)
+    assert relative_error(_logits(model, batch), _logits(float32, batch)) < 0.05

@@ -68,13 +68,20 @@ def test_training_again_after_make_generation_fast_serves_the_updated_weight():
         layer.weight_v.data.add_(0.1)
         layer.eval()
     x = torch.randn(4, 5)
+    sequence = torch.randn(7, 2, 4)  # time x batch x channel
     with torch.no_grad():
         out = linear(x)
-        conv_out = conv.convolve(torch.randn(7, 2, 4).double().float(), padding=1)
+        conv_out = conv.convolve(sequence, padding=1)
     expected = x.double() @ _weight_from_g_and_v_in_float64(linear).t() + linear.bias.double()
     assert torch.allclose(out.double(), expected, atol=1e-6)
-    assert torch.allclose(conv.normalized_weight().double(), _weight_from_g_and_v_in_float64(conv), atol=1e-6)
-    assert conv_out.shape == (7, 2, 6)
+    # the convolution by hand in float64: out[t] = b + sum_j x_padded[t + j] @ w[j]
+    weight = _weight_from_g_and_v_in_float64(conv)  # kernel x in x out
+    padded = torch.nn.functional.pad(sequence.double(), (0, 0, 0, 0, 1, 1))
+    by_hand = torch.stack([
+        conv.bias.double() + sum(padded[t + j] @ weight[j] for j in range(conv.kernel_size))
+        for t in range(sequence.size(0))
+    ])
+    assert torch.allclose(conv_out.double(), by_hand, atol=1e-5)
 
 
 def test_a_state_dict_loaded_after_make_generation_fast_is_used():
