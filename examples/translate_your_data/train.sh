@@ -90,10 +90,12 @@ step "3/6 fairseq-preprocess"
 fairseq-preprocess --source-lang "$src" --target-lang "$tgt" --trainpref train.bpe --validpref valid.bpe \
     --testpref test.bpe --destdir data-bin --workers 2 > preprocess.log 2>&1 \
     || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed (log: $work/preprocess.log)"; }
-grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" | head -n 4
+# fairseq logs each side's dictionary once per split: show it once, with the training split
+grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" | awk '!seen[$0]++'
 
 validate_every=$(( (updates + 3) / 4 ))
-step "4/6 fairseq-train --arch $arch: $updates updates (validation BLEU every $validate_every)"
+log_every=$(( updates / 10 < 10 ? 10 : (updates / 10 > 100 ? 100 : updates / 10) ))
+step "4/6 fairseq-train --arch $arch: $updates updates (progress every $log_every, validation BLEU every $validate_every)"
 read -r -a arch_args <<< "${ARCH_ARGS:-}"
 fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_args[@]}" \
     --optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.1 --lr "$lr" \
@@ -106,9 +108,10 @@ fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_ar
     --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000000 \
     --eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}' \
     --eval-bleu-detok moses --eval-bleu-remove-bpe --best-checkpoint-metric bleu --maximize-best-checkpoint-metric \
-    --log-format simple --log-interval 100 > train.log 2>&1 \
-    || { tail -n 20 train.log; fail "fairseq-train failed (log: $work/train.log)"; }
-grep -E "\| valid on 'valid' subset" train.log | sed -E "s/^.*\| valid on 'valid' subset \| //; s/ \| (ppl|wps|wpb|bsz|best_bleu)[^|]*//g"
+    --log-format simple --log-interval "$log_every" 2>&1 | tee train.log \
+    | grep --line-buffered -E "train_inner|\| valid \||done training" \
+    | sed -u -E 's/^.*\| (train_inner|valid) \| //; s/, (nll_loss|ppl|wpb|bsz|gnorm|clip|train_wall|loss_scale)=[^,]*//g' || true
+grep -q "done training" train.log || { tail -n 20 train.log; fail "fairseq-train failed (log: $work/train.log)"; }
 
 test_lines=$(wc -l < test.tok.$src)
 step "5/6 fairseq-generate --beam 5 on $test_lines test sentences, detokenise, sacreBLEU"

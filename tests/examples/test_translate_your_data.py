@@ -50,6 +50,12 @@ def test_raw_text_in_model_and_bleu_out(corpus, tmp_path):
     hypotheses = (work / "test.hyp.en").read_text(encoding="utf-8").splitlines()
     assert len(hypotheses) == 30  # every test sentence, detokenised
     assert "fairseq-interactive" in result.stdout
+    lines = result.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines if "Dictionary:" in line] == ["[es] Dictionary", "[en] Dictionary"]
+    # shown while training, every 10 of the 40 updates: progress, and validation with BLEU
+    progress = [line for line in lines if line.startswith("epoch") and "num_updates=" in line]
+    validation = [line for line in lines if "| valid on 'valid' subset |" in line and "| bleu " in line]
+    assert len(progress) >= 3 and len(validation) == 4, result.stdout[-3000:]
 
     again = _run(corpus, work, timeout=60)
     assert again.returncode != 0 and "exists and is not empty" in again.stderr  # nothing overwritten
