@@ -31,6 +31,8 @@ step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
 fail() { echo "quickstart: error: $*" >&2; exit 1; }
 # shellcheck source=../lib/jobs.sh
 source "$repo/examples/lib/jobs.sh"
+# shellcheck source=../lib/fairseq_logs.sh
+source "$repo/examples/lib/fairseq_logs.sh"
 
 case "$updates" in ''|*[!0-9]*) fail "UPDATES must be a whole number of training updates, got '$updates'";; esac
 case "$seed" in ''|*[!0-9]*) fail "SEED must be a whole number, got '$seed'";; esac
@@ -76,7 +78,7 @@ step "4/8 fairseq-preprocess"
 fairseq-preprocess --source-lang es --target-lang en --trainpref train.bpe --validpref valid.bpe \
     --testpref test.bpe --destdir data-bin --workers 2 --thresholdsrc 2 --thresholdtgt 2 > preprocess.log 2>&1 \
     || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed (log: $work/preprocess.log)"; }
-grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" | awk '!seen[$0]++' # each line once
+preprocess_summary preprocess.log
 
 validate_every=$(( (updates + 3) / 4 ))
 step "5/8 fairseq-train --user-dir fconv_plugin --arch fconv_iwslt_de_en: $updates updates, recipe $recipe
@@ -88,9 +90,7 @@ fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_iwslt_de_en 
     --eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}' \
     --eval-bleu-detok moses --eval-bleu-remove-bpe \
     --best-checkpoint-metric bleu --maximize-best-checkpoint-metric \
-    --validate-interval 1000 --log-format simple --log-interval 100 2>&1 | tee train.log \
-    | grep --line-buffered -E "train_inner|\| valid \||done training" \
-    | sed -u -E 's/^.*\| (train_inner|valid) \| //; s/, (nll_loss|ppl|wpb|bsz|gnorm|clip|train_wall|loss_scale)=[^,]*//g' || true
+    --validate-interval 1000 --log-format simple --log-interval 100 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
 python "$here/plot_training.py" train.log training.png "fconv_iwslt_de_en, Bible es-en, $updates updates, $recipe"
 

@@ -50,6 +50,8 @@ step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
 fail() { echo "summarise: error: $*" >&2; exit 1; }
 # shellcheck source=../lib/jobs.sh
 source "$repo/examples/lib/jobs.sh"
+# shellcheck source=../lib/fairseq_logs.sh
+source "$repo/examples/lib/fairseq_logs.sh"
 
 for knob in UPDATES SEED VALID TEST MERGES SOURCE_WORDS MAX_TOKENS; do
     value=${!knob:-1}
@@ -94,9 +96,7 @@ fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_ar
     --dropout "$dropout" --max-tokens "$max_tokens" --max-update "$updates" --seed "$seed" --required-batch-size-multiple 1 \
     --validate-interval-updates "$(( (updates + 3) / 4 ))" --save-interval-updates "$(( (updates + 3) / 4 ))" \
     --keep-interval-updates 4 --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000 \
-    --log-format simple --log-interval 100 2>&1 | tee train.log \
-    | grep --line-buffered -E "train_inner|\| valid \||done training" \
-    | sed -u -E 's/^.*\| (train_inner|valid) \| //; s/, (nll_loss|ppl|wpb|bsz|gnorm|clip|train_wall|loss_scale)=[^,]*//g' || true
+    --log-format simple --log-interval 100 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
 train_seconds=$(( $(date +%s) - train_start ))
 

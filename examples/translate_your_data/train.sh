@@ -33,6 +33,8 @@ step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
 fail() { echo "translate_your_data: error: $*" >&2; exit 1; }
 # shellcheck source=../lib/jobs.sh
 source "$repo/examples/lib/jobs.sh"
+# shellcheck source=../lib/fairseq_logs.sh
+source "$repo/examples/lib/fairseq_logs.sh"
 
 [ $# -eq 5 ] || fail "usage: train.sh SRC TGT TRAIN VALID TEST (prefixes of PREFIX.SRC / PREFIX.TGT raw text)"
 src=$1 tgt=$2
@@ -90,8 +92,7 @@ step "3/6 fairseq-preprocess"
 fairseq-preprocess --source-lang "$src" --target-lang "$tgt" --trainpref train.bpe --validpref valid.bpe \
     --testpref test.bpe --destdir data-bin --workers 2 > preprocess.log 2>&1 \
     || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed (log: $work/preprocess.log)"; }
-# fairseq logs each side's dictionary once per split: show it once, with the training split
-grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" | awk '!seen[$0]++'
+preprocess_summary preprocess.log
 
 validate_every=$(( (updates + 3) / 4 ))
 log_every=$(( updates / 10 < 10 ? 10 : (updates / 10 > 100 ? 100 : updates / 10) ))
@@ -108,9 +109,7 @@ fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_ar
     --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000000 \
     --eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}' \
     --eval-bleu-detok moses --eval-bleu-remove-bpe --best-checkpoint-metric bleu --maximize-best-checkpoint-metric \
-    --log-format simple --log-interval "$log_every" 2>&1 | tee train.log \
-    | grep --line-buffered -E "train_inner|\| valid \||done training" \
-    | sed -u -E 's/^.*\| (train_inner|valid) \| //; s/, (nll_loss|ppl|wpb|bsz|gnorm|clip|train_wall|loss_scale)=[^,]*//g' || true
+    --log-format simple --log-interval "$log_every" 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || { tail -n 20 train.log; fail "fairseq-train failed (log: $work/train.log)"; }
 
 test_lines=$(wc -l < test.tok.$src)
