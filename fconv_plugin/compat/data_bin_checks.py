@@ -45,8 +45,9 @@ def check_mmap_split(prefix: str, dictionary=None) -> None:
     if magic != MMAP_MAGIC or version != 1 or dtype_code not in indexed_dataset._code_to_dtype:
         raise _damaged(index_path, "is not a fairseq mmap index (wrong magic bytes, version or token type)")
     expected_index_bytes = _HEADER.size + count * (4 + 8)  # int32 sizes, then int64 pointers
-    if os.path.getsize(index_path) != expected_index_bytes:
-        raise _damaged(index_path, f"has {os.path.getsize(index_path)} bytes but its header promises "
+    index_bytes = os.path.getsize(index_path)
+    if index_bytes != expected_index_bytes:
+        raise _damaged(index_path, f"has {index_bytes} bytes but its header promises "
                                    f"{count} sentences ({expected_index_bytes} bytes)")
     index = np.memmap(index_path, mode="r", offset=_HEADER.size, dtype=np.uint8)
     sizes = index[: count * 4].view(np.int32)

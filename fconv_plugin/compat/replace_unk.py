@@ -12,8 +12,8 @@ exactly those places, carrying what the replacement needs on the hypotheses:
   from the raw text file beside binarised data, the one ``fairseq-preprocess
   --dataset-impl raw`` writes, e.g. data-bin/test.de-en.de), whose words are looked up;
 - fairseq-interactive's batches record each line's words as tokenised and BPE-encoded
-  in ``INTERACTIVE_SOURCE_WORDS``, keyed by the batch's source tensor (until it is freed), which its sample
-  hands to the generator unchanged on CPUs;
+  in ``INTERACTIVE_SOURCE_WORDS``, keyed by the batch's source tensor (until it is
+  freed), which its sample hands to the generator unchanged on CPUs;
 - ``post_process_prediction`` replaces each ``<unk>`` before BPE is removed.
 """
 

@@ -85,7 +85,7 @@ def explain_unreadable_contents(path: str, error: BaseException) -> FConvError:
     """A one-line explanation for a file that unpickled but is no checkpoint fairseq can read."""
     return FConvError(
         f"checkpoint {path} is corrupt or not a fairseq checkpoint: fairseq could not read what it holds "
-        f"({type(error).__name__}: {_first_line(str(error)) if str(error) else 'no detail'}); copy it again or load "
+        f"({type(error).__name__}: {_first_line(str(error))}); copy it again or load "
         "another checkpoint, and pass --user-dir for a model a plugin defines"
     )
 
@@ -93,17 +93,15 @@ def explain_unreadable_contents(path: str, error: BaseException) -> FConvError:
 def _load_or_explain(load):
     @functools.wraps(load)
     def load_checkpoint_to_cpu(path, *args, **kwargs):
-        with loading_fairseq_checkpoints(path):
-            try:
+        try:
+            with loading_fairseq_checkpoints(path):  # explains what fails inside torch.load
                 return load(path, *args, **kwargs)
-            except (OSError, FConvError):
-                raise
-            except Exception as e:
-                if _raised_inside_torch_load(e):
-                    raise  # loading_fairseq_checkpoints explains it
-                # a damaged file can unpickle into a structure fairseq's upgrade of old
-                # checkpoints trips over (a KeyError on a mangled name, a None list, ...)
-                raise explain_unreadable_contents(path, e) from None
+        except (OSError, FConvError):
+            raise
+        except Exception as e:
+            # a damaged file can unpickle into a structure fairseq's upgrade of old
+            # checkpoints trips over (a KeyError on a mangled name, a None list, ...)
+            raise explain_unreadable_contents(path, e) from None
 
     return load_checkpoint_to_cpu
 
