@@ -10,17 +10,16 @@ def check_dictionary_sizes(model, state_dict) -> None:
     """Refuse a checkpoint whose vocabularies differ from the task's, naming both sizes."""
     for side, module, kind in (("encoder", model.encoder, "source"), ("decoder", model.decoder, "target")):
         stored = state_dict.get(f"{side}.embed_tokens.weight", state_dict.get(f"{side}.embed_tokens.int8.weight"))
-        embedding = module.embed_tokens
-        expected = embedding.weight if embedding.int8 is None else embedding.int8.weight
-        if stored is not None and stored.size(0) != expected.size(0):
+        embedding = module.embed_tokens  # float32 or int8: both have the table's sizes
+        if stored is not None and stored.size(0) != embedding.num_embeddings:
             raise FConvError(
                 f"the checkpoint was trained with a {kind} dictionary of {stored.size(0)} symbols but the "
-                f"current {kind} dictionary has {expected.size(0)}; use the dict files the model was trained with"
+                f"current {kind} dictionary has {embedding.num_embeddings}; use the dict files the model was trained with"
             )
-        if stored is not None and stored.size(1) != expected.size(1):
+        if stored is not None and stored.size(1) != embedding.embedding_dim:
             raise FConvError(
                 f"the checkpoint's {side} embeddings have {stored.size(1)} dimensions but the model was built "
-                f"with {expected.size(1)}; check --{side}-embed-dim and --arch"
+                f"with {embedding.embedding_dim}; check --{side}-embed-dim and --arch"
             )
 
 

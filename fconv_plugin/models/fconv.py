@@ -25,10 +25,10 @@ from ..modules import (
     TokenEmbedding,
     WeightNormConvTBC,
     WeightNormLinear,
-    WeightNormalized,
     encoder_gradient_scale,
     forward_conv_blocks,
     scale_gradient,
+    swap_in_int8_modules_,
 )
 from ..modules.conv_block import SQRT_HALF, plan_conv_stack, residual_projection, same_length_padding
 from ..modules.embeddings import positional_embedding_or_none
@@ -140,12 +140,8 @@ class FConvModel(FairseqEncoderDecoderModel):
 
         A decoder embedding shared with the output layer (--share-input-output-embed)
         stays float32, as that output layer does."""
-        shared = self.decoder.fc3.weight if isinstance(self.decoder.fc3, nn.Linear) else None
-        for module in list(self.modules()):
-            if isinstance(module, WeightNormalized):
-                module.quantize_int8_()
-            elif isinstance(module, TokenEmbedding) and module.int8 is None and getattr(module, "weight", None) is not shared:
-                module.quantize_int8_()
+        shared_embedding = [self.decoder.embed_tokens] if self.decoder.share_input_output_embed else []
+        swap_in_int8_modules_(self, keep=shared_embedding)
 
     def set_beam_size(self, beam_size: int) -> None:
         """fairseq's SequenceGenerator tells the model its beam size (see the decoder's)."""
@@ -309,6 +305,7 @@ class FConvDecoder(FairseqIncrementalDecoder):
         self.num_attention_layers = sum(attention)
 
         self.fc2 = WeightNormLinear(self.plans[-1].out_channels, out_embed_dim)
+        self.share_input_output_embed = share_embed
         if share_embed:
             self.fc3 = nn.Linear(out_embed_dim, len(dictionary))
             self.fc3.weight = self.embed_tokens.weight

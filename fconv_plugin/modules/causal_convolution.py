@@ -13,7 +13,7 @@ from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
-from fairseq.incremental_decoding_utils import with_incremental_state
+from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor
 
 from .weight_norm import WeightNormConvTBC
@@ -21,8 +21,14 @@ from .weight_norm import WeightNormConvTBC
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
 
-@with_incremental_state
-class CausalConvolution(WeightNormConvTBC):
+class CausalWindow(FairseqIncrementalState):
+    """Left padding and the rolling buffer of the last k inputs, for any convolution.
+
+    The class it is mixed into provides ``kernel_size``, ``convolve(x)`` over a
+    time-major sequence and ``window_product(windows)``: the output for flattened
+    windows (batch x k · in, oldest input first).
+    """
+
     def forward(self, x: Tensor, incremental_state: Optional[IncrementalState] = None) -> Tensor:
         """Full sequence: ``x`` is time x batch x channel.
 
@@ -32,18 +38,11 @@ class CausalConvolution(WeightNormConvTBC):
         if incremental_state is None:
             x = F.pad(x, (0, 0, 0, 0, self.kernel_size - 1, 0))
             return self.convolve(x)
-        return self._step(x, incremental_state)
-
-    def _step(self, x: Tensor, incremental_state: IncrementalState) -> Tensor:
         window = x
         if self.kernel_size > 1:
             window = self._push_input(x, incremental_state)
         batch_size = x.size(0)
-        if self.int8 is not None:
-            out = self.int8.linear(window.reshape(batch_size, -1), self.bias)
-        else:
-            out = torch.addmm(self.bias, window.reshape(batch_size, -1), self.flat_weight())
-        return out.view(batch_size, 1, -1)
+        return self.window_product(window.reshape(batch_size, -1)).view(batch_size, 1, -1)
 
     def _push_input(self, x: Tensor, incremental_state: IncrementalState) -> Tensor:
         """Append ``x`` to the buffer of the last k inputs and return the buffer."""
@@ -56,12 +55,19 @@ class CausalConvolution(WeightNormConvTBC):
         self.set_incremental_state(incremental_state, "input_buffer", buffer)
         return buffer
 
-    def flat_weight(self) -> Tensor:
-        """The kernel as a (k · in, out) matrix: row j · in + c multiplies buffer[:, j, c]."""
-        return self.normalized_weight().reshape(-1, self.out_channels)
-
     def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor) -> None:
         buffer = self.get_incremental_state(incremental_state, "input_buffer")
         if buffer is not None:
             buffer = buffer.index_select(0, new_order)
             self.set_incremental_state(incremental_state, "input_buffer", buffer)
+
+
+class CausalConvolution(CausalWindow, WeightNormConvTBC):
+    """The decoder's weight-normalised convolution, causal and incremental."""
+
+    def window_product(self, windows: Tensor) -> Tensor:
+        return torch.addmm(self.bias, windows, self.flat_weight())
+
+    def flat_weight(self) -> Tensor:
+        """The kernel as a (k · in, out) matrix: row j · in + c multiplies buffer[:, j, c]."""
+        return self.normalized_weight().reshape(-1, self.out_channels)

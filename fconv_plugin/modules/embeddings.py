@@ -10,7 +10,6 @@ import torch
 from torch import Tensor, nn
 
 from .initialization import EMBEDDING_STD
-from .int8 import Int8Weight
 
 
 def make_positions(tokens: Tensor, padding_idx: int) -> Tensor:
@@ -32,18 +31,6 @@ class TokenEmbedding(nn.Embedding):
         nn.init.normal_(self.weight, mean=0.0, std=EMBEDDING_STD)
         with torch.no_grad():
             self.weight[padding_idx].zero_()
-        self.int8: Optional[Int8Weight] = None
-
-    def forward(self, indices: Tensor) -> Tensor:
-        if self.int8 is not None:
-            return self.int8.embedding(indices)
-        return super().forward(indices)
-
-    def quantize_int8_(self) -> None:
-        """Keep the table only as int8 rows with per-row scales (inference; int8.py)."""
-        if self.int8 is None:
-            self.int8 = Int8Weight.from_float(self.weight)
-            del self.weight
 
 
 class LearnedPositionalEmbedding(TokenEmbedding):
@@ -60,10 +47,13 @@ class LearnedPositionalEmbedding(TokenEmbedding):
 
     def forward(self, tokens: Tensor, last_step_only: bool = False) -> Tensor:
         """Embeddings of the positions of ``tokens``; of the last column only if asked."""
-        positions = make_positions(tokens, self.padding_idx)
-        if last_step_only:
-            positions = positions[:, -1:]
-        return super().forward(positions)
+        return super().forward(positions_to_embed(tokens, self.padding_idx, last_step_only))
+
+
+def positions_to_embed(tokens: Tensor, padding_idx: int, last_step_only: bool) -> Tensor:
+    """The position numbers of ``tokens``, or of their last column only (incremental decoding)."""
+    positions = make_positions(tokens, padding_idx)
+    return positions[:, -1:] if last_step_only else positions
 
 
 def positional_embedding_or_none(

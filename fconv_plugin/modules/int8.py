@@ -1,4 +1,4 @@
-"""int8 weights for deployment on CPUs (not in the paper: a way to serve its model).
+"""int8 forms of the model's layers, for deployment on CPUs (not in the paper: a way to serve its model).
 
 Every matrix product of a trained model (convolutions, attention projections, fc1,
 fc2, fc3, residual projections) can run with int8 weights: each output row of the
@@ -11,14 +11,23 @@ turned back into float32.
 Convolutions become one matrix product over windows: a kernel (k, in, out) is the
 matrix (out, k · in), and the input is unfolded into its windows of k steps, the same
 row order the decoder's one-step convolution uses.
+
+``swap_in_int8_modules_`` replaces each float layer of a trained model by its int8
+form (inference only). The int8 layers keep fairseq-style state-dict names:
+``<layer>.int8.weight``, ``<layer>.int8.scale`` and ``<layer>.bias``.
 """
 
 import warnings
-from typing import Optional
+from typing import Dict, Iterable, Optional, Type
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from ..errors import FConvError
+from .causal_convolution import CausalConvolution, CausalWindow
+from .embeddings import LearnedPositionalEmbedding, TokenEmbedding, positions_to_embed
+from .weight_norm import WeightNormalized, WeightNormConvTBC, WeightNormLinear
 
 # fbgemm without VNNI (AVX2) can saturate 8-bit × 8-bit sums; 7-bit activations avoid it
 REDUCE_RANGE = True
@@ -31,7 +40,7 @@ class Int8Weight(nn.Module):
         super().__init__()
         self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=torch.int8))
         self.register_buffer("scale", torch.ones(out_features))
-        self._packed = None  # fbgemm's packed form, made at first use
+        self._packed = None  # fbgemm's packed form (weight and bias), made at first use
 
     @classmethod
     def from_float(cls, weight: Tensor) -> "Int8Weight":
@@ -71,13 +80,139 @@ class Int8Weight(nn.Module):
         """Rows ``indices`` of the table this matrix holds, as float32."""
         return F.embedding(indices, self.weight).float() * F.embedding(indices, self.scale.unsqueeze(1))
 
-    def forget_packed(self) -> None:
-        """After a state dict was loaded: pack the new values at the next use."""
-        self._packed = None
-
     def _load_from_state_dict(self, *args, **kwargs):
+        # the layer holding this weight loads its bias too: both are packed again at the next use
         self._packed = None
         return super()._load_from_state_dict(*args, **kwargs)
 
     def extra_repr(self) -> str:
         return f"{self.weight.size(1)} -> {self.weight.size(0)}, int8 per-row scales"
+
+
+def kernel_as_rows(kernel: Tensor) -> Tensor:
+    """A ConvTBC kernel (k, in, out) as the matrix (out, k · in): column j · in + c is w[j, c, :]."""
+    return kernel.reshape(-1, kernel.size(2)).t()
+
+
+class Int8Linear(nn.Module):
+    """``y = x wᵀ + b`` with w in int8: the int8 form of ``WeightNormLinear``."""
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.int8 = Int8Weight(out_features, in_features)
+        self.bias = nn.Parameter(torch.zeros(out_features))
+
+    @classmethod
+    def from_float(cls, layer: WeightNormLinear) -> "Int8Linear":
+        int8 = cls(layer.in_features, layer.out_features)
+        with torch.no_grad():
+            int8.int8 = Int8Weight.from_float(layer.normalized_weight())
+        int8.bias = layer.bias
+        return int8
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.int8.linear(x, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_features}, {self.out_features}"
+
+
+class Int8ConvTBC(nn.Module):
+    """Convolution over time x batch x channel with an int8 kernel: the int8 form of ``WeightNormConvTBC``."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
+        super().__init__()
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = kernel_size
+        self.int8 = Int8Weight(out_channels, kernel_size * in_channels)
+        self.bias = nn.Parameter(torch.zeros(out_channels))
+
+    @classmethod
+    def from_float(cls, layer: WeightNormConvTBC):
+        int8 = cls(layer.in_channels, layer.out_channels, layer.kernel_size)
+        with torch.no_grad():
+            int8.int8 = Int8Weight.from_float(kernel_as_rows(layer.normalized_weight()))
+        int8.bias = layer.bias
+        return int8
+
+    def convolve(self, x: Tensor, padding: int = 0) -> Tensor:
+        """Convolve ``x`` (time x batch x channel), zero-padding both ends by ``padding``."""
+        return self.int8.convolve_tbc(x, self.kernel_size, padding, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}"
+
+
+class Int8CausalConvolution(CausalWindow, Int8ConvTBC):
+    """The decoder's causal, incremental convolution (§3.2) with an int8 kernel."""
+
+    def window_product(self, windows: Tensor) -> Tensor:
+        return self.int8.linear(windows, self.bias)
+
+
+class Int8Embedding(nn.Module):
+    """An embedding table as int8 rows with per-row scales: the int8 form of ``TokenEmbedding``."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int):
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.padding_idx = padding_idx
+        self.int8 = Int8Weight(num_embeddings, embedding_dim)
+
+    @classmethod
+    def from_float(cls, table: TokenEmbedding):
+        int8 = cls(table.num_embeddings, table.embedding_dim, table.padding_idx)
+        int8.int8 = Int8Weight.from_float(table.weight)
+        return int8
+
+    def forward(self, indices: Tensor) -> Tensor:
+        return self.int8.embedding(indices)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}, padding_idx={self.padding_idx}"
+
+
+class Int8PositionalEmbedding(Int8Embedding):
+    """The int8 form of ``LearnedPositionalEmbedding`` (§3.1)."""
+
+    @property
+    def max_positions(self) -> int:
+        return self.num_embeddings - self.padding_idx - 1
+
+    def forward(self, tokens: Tensor, last_step_only: bool = False) -> Tensor:
+        return super().forward(positions_to_embed(tokens, self.padding_idx, last_step_only))
+
+
+INT8_FORMS: Dict[type, Type[nn.Module]] = {
+    WeightNormLinear: Int8Linear,
+    WeightNormConvTBC: Int8ConvTBC,
+    CausalConvolution: Int8CausalConvolution,
+    TokenEmbedding: Int8Embedding,
+    LearnedPositionalEmbedding: Int8PositionalEmbedding,
+}
+
+
+def swap_in_int8_modules_(model: nn.Module, keep: Iterable[nn.Module] = ()) -> None:
+    """Replace every float layer of ``model`` by its int8 form (``INT8_FORMS``), in place.
+
+    Layers in ``keep`` stay float32. A layer reachable from two parents is replaced by
+    one int8 module in both. Inference only: the int8 layers have no gradient path.
+    """
+    kept = {id(module) for module in keep}
+    replacements: Dict[int, nn.Module] = {}
+    for parent in list(model.modules()):
+        for name, child in list(parent._modules.items()):  # every name, even two for one module
+            if child is None or id(child) in kept:
+                continue
+            int8_form = INT8_FORMS.get(type(child))
+            if int8_form is None:
+                if isinstance(child, (WeightNormalized, TokenEmbedding)):
+                    raise FConvError(f"{type(child).__name__} has no int8 form; add one to INT8_FORMS in modules/int8.py")
+                continue
+            if id(child) not in replacements:
+                replacements[id(child)] = int8_form.from_float(child)
+            setattr(parent, name, replacements[id(child)])

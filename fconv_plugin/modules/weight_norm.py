@@ -11,19 +11,13 @@ fairseq's ``make_generation_fast_`` makes each layer store its weight w itself a
 in the layout the GEMM reads fastest — and serve it without recomputing. Training
 again (``train(True)``) or loading a state dict ends that: w is derived from
 ``weight_g`` and ``weight_v`` at every call again.
-
-For deployment, ``quantize_int8_`` replaces ``weight_g``/``weight_v`` by the weight
-w in int8 (``int8.weight``, ``int8.scale``; see ``int8.py``): inference only.
 """
-
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .initialization import std_for_glu_input, std_for_linear
-from .int8 import Int8Weight
 
 
 def norm_except_dim(v: Tensor, dim: int) -> Tensor:
@@ -40,11 +34,8 @@ class WeightNormalized(nn.Module):
         self.weight_g = nn.Parameter(norm_except_dim(weight, norm_dim))
         self.weight_v = nn.Parameter(weight)
         self._frozen = False
-        self.int8: Optional[Int8Weight] = None
 
     def normalized_weight(self) -> Tensor:
-        if self.int8 is not None:
-            return self._from_int8_matrix(self.int8.dequantized())
         if self._frozen and not torch.is_grad_enabled():
             return self.weight_v  # w itself, see make_generation_fast_
         # torch's fused kernel (forward and backward) for g · v / ‖v‖
@@ -52,8 +43,6 @@ class WeightNormalized(nn.Module):
 
     def make_generation_fast_(self, **kwargs) -> None:
         """Called by fairseq when the model is prepared for inference only."""
-        if self.int8 is not None:
-            return
         with torch.no_grad():
             weight = self.normalized_weight()
             self.weight_v.data = self._inference_layout(weight)
@@ -63,21 +52,6 @@ class WeightNormalized(nn.Module):
     def _inference_layout(self, weight: Tensor) -> Tensor:
         return weight.contiguous()
 
-    def quantize_int8_(self) -> None:
-        """Keep w only as int8 rows with per-row scales (for inference; see int8.py)."""
-        if self.int8 is not None:
-            return
-        with torch.no_grad():
-            self.int8 = Int8Weight.from_float(self._to_int8_matrix(self.normalized_weight()))
-        del self.weight_g, self.weight_v
-
-    def _to_int8_matrix(self, weight: Tensor) -> Tensor:
-        """w as the (out x in) matrix whose rows are quantised."""
-        return weight
-
-    def _from_int8_matrix(self, matrix: Tensor) -> Tensor:
-        return matrix
-
     def train(self, mode: bool = True):
         if mode:
             self._frozen = False  # the optimizer is about to change v and g
@@ -85,8 +59,6 @@ class WeightNormalized(nn.Module):
 
     def _load_from_state_dict(self, *args, **kwargs):
         self._frozen = False  # a loaded v is no longer the weight itself
-        if self.int8 is not None:
-            self.int8.forget_packed()  # the packed form holds the bias too
         return super()._load_from_state_dict(*args, **kwargs)
 
 
@@ -103,8 +75,6 @@ class WeightNormLinear(WeightNormalized):
         self.bias = nn.Parameter(torch.zeros(out_features))
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.int8 is not None:
-            return self.int8.linear(x, self.bias)
         if self._frozen and not torch.is_grad_enabled():
             # generation: x @ wᵀ with wᵀ contiguous in memory, the faster GEMM layout here
             out = torch.addmm(self.bias, x.reshape(-1, self.in_features), self.normalized_weight().t())
@@ -139,16 +109,7 @@ class WeightNormConvTBC(WeightNormalized):
 
     def convolve(self, x: Tensor, padding: int = 0) -> Tensor:
         """Convolve ``x`` (time x batch x channel), zero-padding both ends by ``padding``."""
-        if self.int8 is not None:
-            return self.int8.convolve_tbc(x, self.kernel_size, padding, self.bias)
         return torch.conv_tbc(x.contiguous(), self.normalized_weight(), self.bias, padding)
-
-    def _to_int8_matrix(self, weight: Tensor) -> Tensor:
-        """(k, in, out) -> (out, k · in): row o, column j · in + c is w[j, c, o]."""
-        return weight.reshape(-1, self.out_channels).t()
-
-    def _from_int8_matrix(self, matrix: Tensor) -> Tensor:
-        return matrix.t().reshape(self.kernel_size, self.in_channels, self.out_channels)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}"

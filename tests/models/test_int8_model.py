@@ -4,6 +4,8 @@ import copy
 
 import torch
 
+from fconv_plugin.modules.embeddings import TokenEmbedding
+from fconv_plugin.modules.int8 import Int8Embedding
 from tests.support import DictionaryTask, build_pair, build_plugin_model, make_dictionary, relative_error, translation_batch
 
 SRC, TGT = make_dictionary(40, "s"), make_dictionary(36, "t")
@@ -60,9 +62,31 @@ def test_a_decoder_embedding_shared_with_the_output_layer_stays_float32():
     float32 = build_plugin_model("fconv", TASK, **overrides)
     model = copy.deepcopy(float32)
     model.quantize_int8_()
-    assert model.decoder.embed_tokens.int8 is None
+    assert type(model.decoder.embed_tokens) is TokenEmbedding
     assert model.decoder.fc3.weight is model.decoder.embed_tokens.weight
     assert torch.equal(model.decoder.embed_tokens.weight, float32.decoder.embed_tokens.weight)
-    assert model.encoder.embed_tokens.int8 is not None
+    assert type(model.encoder.embed_tokens) is Int8Embedding
     batch = translation_batch(SRC, TGT, [5, 7], [4, 6], seed=1)
     assert relative_error(_logits(model, batch), _logits(float32, batch)) < 0.05
+
+
+def test_int8_state_dict_names_follow_the_float_ones_as_fconv_quantize_checkpoints_have_them():
+    """Checkpoints written by fconv-quantize: each weight-normalised ``X.weight_g``/``X.weight_v``
+    becomes ``X.int8.weight`` and ``X.int8.scale``, each embedding ``X.weight`` likewise; the
+    rest (biases, the decoder's version) keeps its name and value."""
+    torch.manual_seed(3)
+    float32 = build_plugin_model("fconv", TASK, **SMALL)
+    model = copy.deepcopy(float32)
+    model.quantize_int8_()
+    float_state, int8_state = float32.state_dict(), model.state_dict()
+    expected = set()
+    for name in float_state:
+        if name.endswith("weight_g"):
+            continue
+        if name.endswith(("weight_v", "embed_tokens.weight", "embed_positions.weight")):
+            layer = name.rsplit(".", 1)[0]
+            expected |= {f"{layer}.int8.weight", f"{layer}.int8.scale"}
+        else:
+            expected.add(name)
+            assert torch.equal(int8_state[name], float_state[name])
+    assert set(int8_state) == expected

@@ -1,8 +1,35 @@
-"""int8 weights against float64 re-computations with the same (dequantised) weights."""
+"""int8 weights and layers against float64 re-computations with the same (dequantised) weights."""
 
+import pytest
 import torch
+from torch import nn
 
-from fconv_plugin.modules.int8 import Int8Weight
+from fconv_plugin.errors import FConvError
+from fconv_plugin.modules.causal_convolution import CausalConvolution
+from fconv_plugin.modules.embeddings import LearnedPositionalEmbedding, TokenEmbedding, make_positions
+from fconv_plugin.modules.int8 import (
+    Int8CausalConvolution,
+    Int8ConvTBC,
+    Int8Embedding,
+    Int8Linear,
+    Int8PositionalEmbedding,
+    Int8Weight,
+    kernel_as_rows,
+    swap_in_int8_modules_,
+)
+from fconv_plugin.modules.weight_norm import WeightNormConvTBC, WeightNormLinear
+
+# activations are quantised to 7 bits per call: ~1% of the output's range
+TOLERANCE = 0.02
+
+
+def _close_to(actual, expected):
+    return (actual.double() - expected).abs().max() < TOLERANCE * expected.abs().max()
+
+
+def _dequantized_kernel(layer):
+    """The int8 layer's kernel back in ConvTBC layout (k, in, out), float64."""
+    return layer.int8.dequantized().double().t().reshape(layer.kernel_size, layer.in_channels, layer.out_channels)
 
 
 def test_each_row_is_rounded_to_its_own_scale():
@@ -22,22 +49,21 @@ def test_linear_is_close_to_float64_with_the_dequantised_weight():
     expected = x.double() @ int8.dequantized().double().t() + bias.double()
     actual = int8.linear(x, bias)
     assert actual.shape == (5, 7, 48)
-    # activations are quantised to 7 bits per call: ~1% of the output's range
-    assert (actual.double() - expected).abs().max() < 0.02 * expected.abs().max()
+    assert _close_to(actual, expected)
 
 
 def test_convolution_over_windows_matches_conv_tbc_in_float64():
     torch.manual_seed(1)
     k, c_in, c_out = 3, 16, 24
     kernel = torch.randn(k, c_in, c_out)
-    int8 = Int8Weight.from_float(kernel.reshape(-1, c_out).t())
+    int8 = Int8Weight.from_float(kernel_as_rows(kernel))
     bias = torch.randn(c_out)
     x = torch.randn(9, 2, c_in)
     dequantized_kernel = int8.dequantized().t().reshape(k, c_in, c_out)
     expected = torch.conv_tbc(x.double(), dequantized_kernel.double(), bias.double(), 1)
     actual = int8.convolve_tbc(x, k, padding=1, bias=bias)
     assert actual.shape == expected.shape == (9, 2, c_out)
-    assert (actual.double() - expected).abs().max() < 0.02 * expected.abs().max()
+    assert _close_to(actual, expected)
 
 
 def test_embedding_rows_are_the_dequantised_rows():
@@ -45,3 +71,91 @@ def test_embedding_rows_are_the_dequantised_rows():
     int8 = Int8Weight.from_float(table)
     indices = torch.tensor([[3, 0], [9, 3]])
     assert torch.equal(int8.embedding(indices), int8.dequantized()[indices])
+
+
+def test_kernel_as_rows_puts_tap_j_channel_c_in_column_j_times_in_plus_c():
+    kernel = torch.arange(2 * 3 * 4).reshape(2, 3, 4)  # k=2, in=3, out=4
+    rows = kernel_as_rows(kernel)
+    assert rows.shape == (4, 6)
+    assert all(rows[o, j * 3 + c] == kernel[j, c, o] for o in range(4) for j in range(2) for c in range(3))
+
+
+def test_int8_linear_is_the_weight_normalised_layer_with_its_weight_quantised():
+    torch.manual_seed(2)
+    layer = WeightNormLinear(16, 12)
+    nn.init.normal_(layer.bias)
+    int8 = Int8Linear.from_float(layer)
+    assert torch.equal(int8.int8.weight, Int8Weight.from_float(layer.normalized_weight()).weight)
+    x = torch.randn(3, 5, 16)
+    expected = x.double() @ int8.int8.dequantized().double().t() + layer.bias.double()
+    assert _close_to(int8(x), expected)
+    assert _close_to(int8(x), layer(x).double().detach())
+
+
+def test_int8_encoder_convolution_matches_conv_tbc_with_the_dequantised_kernel():
+    torch.manual_seed(3)
+    layer = WeightNormConvTBC(8, 10, 5)
+    nn.init.normal_(layer.bias)
+    int8 = Int8ConvTBC.from_float(layer)
+    x = torch.randn(11, 2, 8)
+    expected = torch.conv_tbc(x.double(), _dequantized_kernel(int8), layer.bias.double(), 2)
+    assert _close_to(int8.convolve(x, padding=2), expected)
+
+
+def test_int8_causal_convolution_full_pass_and_steps_match_a_causal_float64_convolution():
+    torch.manual_seed(4)
+    layer = CausalConvolution(6, 8, 3)
+    nn.init.normal_(layer.bias)
+    int8 = Int8CausalConvolution.from_float(layer).eval()
+    x = torch.randn(7, 2, 6)
+    left_padded = torch.cat([torch.zeros(2, 2, 6), x]).double()
+    expected = torch.conv_tbc(left_padded, _dequantized_kernel(int8), layer.bias.double(), 0)
+    assert expected.shape == (7, 2, 8)
+    with torch.no_grad():
+        assert _close_to(int8(x), expected)
+        state = {}
+        steps = torch.cat([int8(x[t].unsqueeze(1), state) for t in range(7)], dim=1).transpose(0, 1)
+    assert _close_to(steps, expected)
+
+
+def test_int8_embeddings_look_up_the_dequantised_rows_at_the_same_positions():
+    torch.manual_seed(5)
+    tokens = torch.tensor([[1, 1, 7, 4], [5, 6, 7, 8]])  # padding_idx 1, left-padded first row
+    table = TokenEmbedding(10, 6, padding_idx=1)
+    int8 = Int8Embedding.from_float(table)
+    assert torch.equal(int8(tokens), int8.int8.dequantized()[tokens])
+    positions = LearnedPositionalEmbedding(12, 6, padding_idx=1)
+    int8_positions = Int8PositionalEmbedding.from_float(positions)
+    assert int8_positions.max_positions == positions.max_positions == 10
+    rows = int8_positions.int8.dequantized()[make_positions(tokens, 1)]
+    assert torch.equal(int8_positions(tokens), rows)
+    assert torch.equal(int8_positions(tokens, last_step_only=True), rows[:, -1:])
+
+
+def test_swapping_replaces_each_float_layer_once_and_keeps_what_it_is_told_to():
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.shared = WeightNormLinear(4, 4)
+            self.again = self.shared  # one layer under two names
+            self.layers = nn.ModuleList([CausalConvolution(4, 8, 3), None, WeightNormConvTBC(4, 8, 2)])
+            self.kept = TokenEmbedding(9, 4, padding_idx=1)
+            self.plain = nn.Linear(4, 4)
+
+    block = Block()
+    kept, plain = block.kept, block.plain
+    swap_in_int8_modules_(block, keep=[kept])
+    assert type(block.shared) is Int8Linear and block.again is block.shared
+    assert type(block.layers[0]) is Int8CausalConvolution and block.layers[1] is None
+    assert type(block.layers[2]) is Int8ConvTBC
+    assert block.kept is kept and block.plain is plain
+    assert not any(name.endswith(("weight_g", "weight_v")) for name in block.state_dict())
+
+
+def test_a_layer_without_an_int8_form_is_refused_by_name():
+    class MyLinear(WeightNormLinear):
+        pass
+
+    holder = nn.Sequential(MyLinear(3, 3))
+    with pytest.raises(FConvError, match="MyLinear has no int8 form"):
+        swap_in_int8_modules_(holder)
