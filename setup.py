@@ -26,12 +26,17 @@ setup(
         "matplotlib",  # fconv-attention and the examples' training curves
         "rouge-score",  # the summarisation example
     ],
-    extras_require={"test": ["pytest", "hypothesis"]},
+    extras_require={
+        "test": ["pytest", "hypothesis", "selenium"],
+        "serve": ["fastapi", "uvicorn"],  # fconv-serve
+    },
+    package_data={"fconv_plugin.serve": ["static/*"]},
     entry_points={
         "console_scripts": [
             "fconv-unk-dict = fconv_plugin.cli.unk_dict:main",
             "fconv-attention = fconv_plugin.cli.attention:main",
             "fconv-quantize = fconv_plugin.cli.quantize:main",
+            "fconv-serve = fconv_plugin.serve.main:main",
         ]
     },
     license="MIT",

@@ -1,0 +1,102 @@
+"""fconv-serve: fairseq-interactive's options, served over HTTP with batching across requests.
+
+    fconv-serve data-bin --path checkpoints/checkpoint_best.pt \\
+        --tokenizer moses --bpe subword_nmt --bpe-codes codes --beam 5 --port 8000
+    curl -s localhost:8000/translate -H 'content-type: application/json' -d '{"text": "Hola."}'
+"""
+
+import copy
+import logging
+from pathlib import Path
+
+from .. import compat
+from ..errors import FConvError
+
+PLUGIN_DIR = str(Path(__file__).resolve().parent.parent)
+
+
+def build_parser():
+    from fairseq import options
+
+    parser = options.get_interactive_generation_parser()
+    group = parser.add_argument_group("fconv-serve")
+    group.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    group.add_argument("--port", type=int, default=8000)
+    group.add_argument("--name", default="default", help="the name of the --path model in requests and /models")
+    group.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT",
+                       help="another model, with the same data, tokenizer and BPE options; may be repeated")
+    group.add_argument("--batch-window-ms", type=float, default=10.0,
+                       help="how long the first waiting request waits for others to share its generation call")
+    group.add_argument("--max-batch-tokens", type=int, default=6000, help="source tokens in one generation call")
+    group.add_argument("--max-batch-sentences", type=int, default=128, help="sentences in one generation call")
+    group.add_argument("--max-body-bytes", type=int, default=65536, help="largest request body accepted")
+    group.add_argument("--max-request-sentences", type=int, default=64, help="most sentences in one request")
+    group.add_argument("--max-beam", type=int, default=20, help="largest beam a request may ask for")
+    group.add_argument("--timeout", type=float, default=30.0, help="seconds a request may wait; then 503")
+    return parser
+
+
+def _named_checkpoints(args):
+    named = {args.name: args.path}
+    for entry in args.model:
+        name, sep, path = entry.partition("=")
+        if not sep or not name or not path:
+            raise FConvError(f"--model {entry}: write it as NAME=CHECKPOINT")
+        if name in named:
+            raise FConvError(f"--model {entry}: the name {name!r} is taken; give each model its own name")
+        named[name] = path
+    for name, path in named.items():
+        if not Path(path).is_file():
+            raise FConvError(f"model {name!r}: no such checkpoint file {path}")
+    return named
+
+
+def main(argv=None) -> None:
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not any(a == "--user-dir" or a.startswith("--user-dir=") for a in argv):
+        argv = ["--user-dir", PLUGIN_DIR, *argv]
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq_cli import interactive  # noqa: F401  the fixes wrap its batching; the server uses it
+
+    compat.install()  # one-line errors, safe loading, --replace-unk, input checks
+    args = options.parse_args_and_arch(build_parser(), argv)
+    for option, value in (("--port", args.port), ("--max-batch-tokens", args.max_batch_tokens),
+                          ("--max-batch-sentences", args.max_batch_sentences), ("--max-body-bytes", args.max_body_bytes),
+                          ("--max-request-sentences", args.max_request_sentences), ("--max-beam", args.max_beam)):
+        if value < 1:
+            raise FConvError(f"{option} must be at least 1, got {value}")
+    if args.timeout <= 0 or args.batch_window_ms < 0:
+        raise FConvError("--timeout must be positive and --batch-window-ms not negative")
+    if args.path is None:
+        raise FConvError("--path is required: the checkpoint to serve")
+    checkpoints = _named_checkpoints(args)
+    cfg = convert_namespace_to_omegaconf(args)
+    if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:
+        cfg.dataset.batch_size = args.max_batch_sentences  # one generation call a round
+
+    from .app import Limits, create_app
+    from .batching import DynamicBatcher
+    from .translator import Translator
+
+    translators = {}
+    for name, path in checkpoints.items():
+        model_cfg = copy.deepcopy(cfg)
+        model_cfg.common_eval.path = path
+        translators[name] = Translator(name, model_cfg)
+        logging.getLogger("fconv_plugin.serve").info("fconv-serve: model %r: %s", name, translators[name].describe())
+    limits = Limits(args.max_body_bytes, args.max_request_sentences, args.max_beam, args.timeout)
+    batcher = DynamicBatcher(translators, args.batch_window_ms / 1000.0, args.max_batch_tokens, args.max_batch_sentences)
+    app = create_app(translators, args.name, cfg.generation.beam, batcher, limits)
+
+    import uvicorn
+
+    # SIGTERM/SIGINT: uvicorn stops accepting, answers the requests in flight, then the
+    # app's shutdown ends the generation worker
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", timeout_graceful_shutdown=args.timeout + 5)
+
+
+if __name__ == "__main__":
+    main()

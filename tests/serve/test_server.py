@@ -1,0 +1,184 @@
+"""fconv-serve against fairseq-interactive: same answers, batching across requests, limits, shutdown."""
+
+import json
+import random
+import re
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+from tests.cli.conftest import PLUGIN_DIR, run_tool
+from tests.serve.conftest import Server
+
+pytestmark = pytest.mark.slow
+
+
+def _sentences(count, seed):
+    rng = random.Random(seed)
+    return [" ".join(f"s{rng.randrange(30)}" for _ in range(rng.randint(3, 9))) for _ in range(count)]
+
+
+def _interactive(data_bin, checkpoint, lines, *options):
+    """fairseq-interactive's D- (text, score) and A- lines for ``lines``, by input order."""
+    result = run_tool("fairseq-interactive", data_bin, "--user-dir", PLUGIN_DIR, "--path", checkpoint,
+                      "--beam", "5", *options, input="\n".join(lines) + "\n")
+    answers = {}
+    for line in result.stdout.splitlines():
+        if line.startswith("D-"):
+            number, score, text = line[2:].split("\t")
+            answers[int(number)] = {"text": text, "score": float(score)}
+        if line.startswith("A-"):
+            number, pairs = line[2:].split("\t")
+            answers[int(number)]["alignment"] = [[int(x) for x in p.split("-")] for p in pairs.split()]
+    return [answers[i] for i in range(len(lines))]
+
+
+def _same(served_answer, interactive_answer):
+    # batched rows go through other matrix-product shapes: scores agree to float32 rounding
+    return served_answer["text"] == interactive_answer["text"] and abs(served_answer["score"] - interactive_answer["score"]) < 1e-4
+
+
+def test_concurrent_requests_share_generation_calls_and_answer_as_fairseq_interactive(served):
+    server, data_bin, checkpoint = served
+    lines = _sentences(24, seed=1)
+    expected = _interactive(data_bin, checkpoint, lines)
+    answers = [None] * len(lines)
+
+    def client(indices):
+        for i in indices:
+            status, answer = server.translate(text=lines[i])
+            assert status == 200, answer
+            answers[i] = answer["translations"][0]
+
+    calls_before = server.get("/health")[1]["batching"]["calls"]
+    threads = [threading.Thread(target=client, args=(range(k, 24, 8),)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert all(_same(a, e) for a, e in zip(answers, expected)), [(a, e) for a, e in zip(answers, expected) if not _same(a, e)]
+    batching = server.get("/health")[1]["batching"]
+    assert batching["largest_call"] > 1  # sentences of several requests went through one call
+    assert batching["calls"] - calls_before < len(lines)
+
+
+def test_a_list_keeps_its_order_and_alignment_is_the_print_alignment_of_fairseq_interactive(served):
+    server, data_bin, checkpoint = served
+    lines = _sentences(6, seed=2)
+    expected = _interactive(data_bin, checkpoint, lines, "--print-alignment")
+    status, answer = server.translate(text=lines, alignment=True, beam=5)
+    assert status == 200
+    assert [a["text"] for a in answer["translations"]] == [e["text"] for e in expected]
+    assert [a["alignment"] for a in answer["translations"]] == [e["alignment"] for e in expected]
+
+
+def test_beam_one_answers_as_fairseq_interactive_with_beam_one(served):
+    server, data_bin, checkpoint = served
+    lines = _sentences(4, seed=3)
+    result = run_tool("fairseq-interactive", data_bin, "--user-dir", PLUGIN_DIR, "--path", checkpoint,
+                      "--beam", "1", input="\n".join(lines) + "\n")
+    expected = [line.split("\t")[2] for line in result.stdout.splitlines() if line.startswith("D-")]
+    status, answer = server.translate(text=lines, beam=1)
+    assert status == 200 and [a["text"] for a in answer["translations"]] == expected
+
+
+def test_models_health_and_attention_for_the_page(served):
+    server, _, _ = served
+    status, models = server.get("/models")
+    assert status == 200 and models["default"] == "default"
+    (model,) = models["models"]
+    assert model["arch"] == "fconv_iwslt_de_en" and model["int8"] is False
+    assert model["source_dictionary"] > 30 and model["target_dictionary"] > 30
+    status, answer = server.translate(text="s1 s2 s3", attention=True)
+    attention = answer["translations"][0]["attention"]
+    assert attention["source"] == ["s1", "s2", "s3", "</s>"]
+    assert len(attention["layers"]) == model["attention_layers"] == 2
+    for layer in attention["layers"]:  # target x source, each row a distribution over the source
+        assert len(layer) == len(attention["target"])
+        assert all(len(row) == 4 and abs(sum(row) - 1) < 1e-3 for row in layer)
+
+
+BAD_REQUESTS = [
+    (b'{"text": "s1 s2"', 400, "not valid JSON"),
+    (b'{"text": "s1 \xff s2"}', 400, "not valid UTF-8"),
+    (b'["s1"]', 422, "must be a JSON object"),
+    (b'{"txt": "s1"}', 422, "unknown field 'txt'"),
+    (b'{"text": 7}', 422, '"text" must be a string or a list of strings'),
+    (b'{"text": ""}', 422, "the sentence is empty"),
+    (b'{"text": ["s1", "  "]}', 422, "sentence 2 is empty"),
+    (b'{"text": []}', 422, "empty list"),
+    (b'{"text": "s1", "beam": "5"}', 422, '"beam" must be a whole number'),
+    (b'{"text": "s1", "beam": 1000}', 422, '"beam" must be a whole number from 1 to 20'),
+    (b'{"text": "s1", "alignment": "yes"}', 422, '"alignment" must be true or false'),
+    (b'{"text": "s1", "model": "other"}', 404, "no model named 'other'"),
+    (json.dumps({"text": ["s1"] * 65}).encode(), 413, "65 sentences in one request; the limit is 64"),
+    (json.dumps({"text": " ".join(["s1"] * 1100)}).encode(), 413, "tokens; the model reads at most"),
+    (json.dumps({"text": "s1 " * 30000}).encode(), 413, "the limit is 65536"),
+]
+
+
+@pytest.mark.parametrize("body,status,message", BAD_REQUESTS, ids=[m for _, _, m in BAD_REQUESTS])
+def test_bad_requests_get_a_one_line_error_and_the_server_keeps_serving(served, body, status, message):
+    server, _, _ = served
+    got, answer = server.request("/translate", body)
+    assert got == status and list(answer) == ["error"]
+    assert message in answer["error"] and "\n" not in answer["error"]
+    assert server.translate(text="s1 s2")[0] == 200
+
+
+def test_unknown_paths_and_methods_get_the_same_error_shape(served):
+    server, _, _ = served
+    assert server.get("/nope") == (404, {"error": "Not Found: GET /nope"})
+    assert server.get("/translate") == (405, {"error": "Method Not Allowed: GET /translate"})
+
+
+def test_a_request_that_waits_longer_than_the_timeout_gets_503(trained_model, tmp_path):
+    data_bin, save_dir, _ = trained_model
+    # the batching window alone (2 s) outlasts the timeout (0.2 s)
+    server = Server(data_bin, save_dir / "checkpoint_best.pt", "--timeout", "0.2", "--batch-window-ms", "2000",
+                    log_path=tmp_path / "serve.log")
+    try:
+        status, answer = server.translate(text="s1 s2 s3")
+        assert status == 503 and "longer than 0.2 s (--timeout)" in answer["error"]
+        assert server.get("/health")[0] == 200
+    finally:
+        server.stop()
+
+
+def test_sigterm_answers_the_requests_in_flight_then_exits(trained_model, tmp_path):
+    data_bin, save_dir, _ = trained_model
+    server = Server(data_bin, save_dir / "checkpoint_best.pt", "--batch-window-ms", "3000", log_path=tmp_path / "serve.log")
+    lines = _sentences(6, seed=4)
+    answers = {}
+
+    def client(i):
+        answers[i] = server.translate(text=lines[i])
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)  # the requests are in, waiting in the 3 s window
+    server.process.send_signal(signal.SIGTERM)
+    for t in threads:
+        t.join(timeout=60)
+    # uvicorn re-raises the signal once it has shut down cleanly: the exit status says SIGTERM
+    assert server.process.wait(timeout=60) in (0, -signal.SIGTERM)
+    server.stop()
+    assert sorted(answers) == list(range(6))
+    assert all(status == 200 and answer["translations"][0]["text"] for status, answer in answers.values())
+    log = open(tmp_path / "serve.log").read()
+    assert "stopped after 6 requests" in log
+    with pytest.raises(OSError):  # and it no longer listens
+        socket.create_connection(("127.0.0.1", server.port), timeout=2)
+
+
+def test_bad_options_stop_with_one_line(trained_model, tmp_path):
+    data_bin, save_dir, _ = trained_model
+    result = run_tool("fconv-serve", data_bin, "--path", tmp_path / "missing.pt", check=False)
+    assert result.returncode != 0
+    assert re.search(r"no such checkpoint file .*missing\.pt", result.stderr.strip().splitlines()[-1])
+    result = run_tool("fconv-serve", data_bin, "--path", save_dir / "checkpoint_best.pt", "--model", "nonsense", check=False)
+    assert result.stderr.strip().splitlines()[-1].endswith("--model nonsense: write it as NAME=CHECKPOINT")
