@@ -14,6 +14,7 @@ from typing import Dict, List
 
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from .batching import DynamicBatcher, Job
@@ -92,18 +93,20 @@ def parse_translate_request(body: bytes, translators: Dict[str, Translator], def
         if type(flags[flag]) is not bool:
             raise BadRequest(422, f'"{flag}" must be true or false, got {json.dumps(flags[flag])}')
     translator = translators[model]
-    tokens = 0
+    lines = [line.strip() for line in lines]
+    encoded, tokens = [], 0
     for number, line in enumerate(lines, start=1):
         where = f"sentence {number}" if len(lines) > 1 else "the sentence"
-        if not line.strip():
+        if not line:
             raise BadRequest(422, f"{where} is empty")
-        if "\n" in line.strip() or "\r" in line.strip():
+        if "\n" in line or "\r" in line:
             raise BadRequest(422, f"{where} spans several lines; send each line as its own sentence in a list")
-        count = translator.source_tokens(line.strip())
+        encoded.append(translator.encode(line))
+        count = len(encoded[-1].split()) + 1  # + </s>
         if count > translator.source_limit:
             raise BadRequest(413, f"{where} has {count} tokens; the model reads at most {translator.source_limit}; split it")
         tokens += count
-    return Job(model, [line.strip() for line in lines], tokens, beam, **flags)
+    return Job(model, lines, encoded, tokens, beam, **flags)
 
 
 def create_app(translators: Dict[str, Translator], default_model: str, default_beam: int,
@@ -127,7 +130,8 @@ def create_app(translators: Dict[str, Translator], default_model: str, default_b
     async def translate(request: Request):
         try:
             body = await _read_body(request, limits.max_body_bytes)
-            job = parse_translate_request(body, translators, default_model, default_beam, limits)
+            # tokenizer and BPE run here: off the event loop, which keeps serving other requests
+            job = await run_in_threadpool(parse_translate_request, body, translators, default_model, default_beam, limits)
         except BadRequest as bad:
             return _error(bad.status, str(bad))
         future = asyncio.wrap_future(batcher.submit(job))

@@ -22,6 +22,7 @@ from .translator import Translator
 class Job:
     model: str
     lines: List[str]
+    encoded: List[str]  # each line after tokenizer and BPE, as the model's dictionary reads it
     tokens: int  # source tokens of all lines, as the model reads them
     beam: int
     alignment: bool = False
@@ -113,8 +114,9 @@ class DynamicBatcher:
                 groups.setdefault(job.options, []).append(job)
         for (model, beam, alignment, attention), group in groups.items():
             lines = [line for job in group for line in job.lines]
+            encoded = [text for job in group for text in job.encoded]
             try:
-                translations = self.translators[model].translate(lines, beam, alignment, attention)
+                translations = self.translators[model].translate(lines, encoded, beam, alignment, attention)
             except Exception as error:  # every waiting client hears of it; the worker goes on
                 for job in group:
                     job.result.set_exception(error)

@@ -17,6 +17,7 @@ from fairseq import checkpoint_utils, tasks, utils
 from fairseq_cli import interactive
 
 from ..cli.attention import attention_per_layer, readable
+from ..compat.interactive_input import memoized
 from ..modules.int8 import Int8Weight
 
 
@@ -80,9 +81,6 @@ class Translator:
             text = self.tokenizer.decode(text)
         return text
 
-    def source_tokens(self, line: str) -> int:
-        return len(self.encode(line).split()) + 1  # + </s>
-
     def _generator(self, beam: int, alignment: bool):
         key = (beam, alignment)
         if key not in self._generators:
@@ -96,12 +94,16 @@ class Translator:
             self._generators[key] = self.task.build_generator(self.models, generation)
         return self._generators[key]
 
-    def translate(self, lines: List[str], beam: int, alignment: bool = False, attention: bool = False) -> List[dict]:
-        """The D-line text and score of each line (and its A-line pairs, its attention) in order."""
+    def translate(self, lines: List[str], encoded: List[str], beam: int, alignment: bool = False,
+                  attention: bool = False) -> List[dict]:
+        """The D-line text and score of each line (and its A-line pairs, its attention) in order.
+
+        ``encoded`` is ``encode`` of each line, done when the request was checked."""
         generator = self._generator(beam, alignment)
         src_dict, tgt_dict = self.task.source_dictionary, self.task.target_dictionary
         results: List[Optional[dict]] = [None] * len(lines)
-        encode = self.encode
+        encode = memoized(self.encode)  # the memo fairseq-interactive's batching and the fixes share
+        encode._fconv_memo.update(zip(lines, encoded))
         # fairseq-interactive's own batching (looked up now: the host fixes wrap it)
         for batch in interactive.make_batches(list(lines), self.cfg, self.task, self.max_positions, encode):
             sample = {"net_input": {"src_tokens": batch.src_tokens, "src_lengths": batch.src_lengths}}
