@@ -2,6 +2,7 @@
 
 import argparse
 import copy
+import socket
 
 import torch
 from fairseq.data import Dictionary
@@ -89,3 +90,10 @@ def load_raw_checkpoint(path) -> dict:
 def checkpoint_updates(path) -> int:
     """The number of updates a fairseq checkpoint file was saved at."""
     return load_raw_checkpoint(path)["optimizer_history"][-1]["num_updates"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -1,25 +1,19 @@
 """Two data-parallel workers under torchrun (gloo, CPU) equal one worker with --update-freq 2."""
 
 import re
-import socket
 import subprocess
 
 import pytest
 import torch
 
 from tests.cli.conftest import BIN_DIR, PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, run_tool
+from tests.support import free_port
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 
 def _losses(log):
     return {int(u): float(loss) for loss, u in re.findall(r"train_inner \| .*?loss=([0-9.]+),.*?num_updates=(\d+),", log)}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_torchrun_two_workers_match_update_freq_two(word_task, tmp_path):
@@ -31,7 +25,7 @@ def test_torchrun_two_workers_match_update_freq_two(word_task, tmp_path):
     ]
     single = run_tool("fairseq-train", *common, "--update-freq", "2")
     distributed = subprocess.run(
-        [str(BIN_DIR / "torchrun"), "--nproc_per_node", "2", "--master_port", str(_free_port()), str(BIN_DIR / "fairseq-train"),
+        [str(BIN_DIR / "torchrun"), "--nproc_per_node", "2", "--master_port", str(free_port()), str(BIN_DIR / "fairseq-train"),
          *map(str, common), "--distributed-world-size", "2", "--distributed-backend", "gloo"],
         capture_output=True, text=True, timeout=300,
     )

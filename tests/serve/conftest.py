@@ -1,9 +1,7 @@
 """fconv-serve run as a user runs it: a subprocess on 127.0.0.1, serving the tiny task's model."""
 
 import json
-import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -12,12 +10,7 @@ import urllib.request
 import pytest
 
 from tests.cli.conftest import BIN_DIR, trained_model, word_task  # noqa: F401  (fixtures)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support import free_port
 
 
 class Server:

@@ -21,10 +21,10 @@ def _sentences(count, seed):
     return [" ".join(f"s{rng.randrange(30)}" for _ in range(rng.randint(3, 9))) for _ in range(count)]
 
 
-def _interactive(data_bin, checkpoint, lines, *options):
+def _interactive(data_bin, checkpoint, lines, *options, beam=5):
     """fairseq-interactive's D- (text, score) and A- lines for ``lines``, by input order."""
     result = run_tool("fairseq-interactive", data_bin, "--user-dir", PLUGIN_DIR, "--path", checkpoint,
-                      "--beam", "5", *options, input="\n".join(lines) + "\n")
+                      "--beam", str(beam), *options, input="\n".join(lines) + "\n")
     answers = {}
     for line in result.stdout.splitlines():
         if line.startswith("D-"):
@@ -78,9 +78,7 @@ def test_a_list_keeps_its_order_and_alignment_is_the_print_alignment_of_fairseq_
 def test_beam_one_answers_as_fairseq_interactive_with_beam_one(served):
     server, data_bin, checkpoint = served
     lines = _sentences(4, seed=3)
-    result = run_tool("fairseq-interactive", data_bin, "--user-dir", PLUGIN_DIR, "--path", checkpoint,
-                      "--beam", "1", input="\n".join(lines) + "\n")
-    expected = [line.split("\t")[2] for line in result.stdout.splitlines() if line.startswith("D-")]
+    expected = [answer["text"] for answer in _interactive(data_bin, checkpoint, lines, beam=1)]
     status, answer = server.translate(text=lines, beam=1)
     assert status == 200 and [a["text"] for a in answer["translations"]] == expected
 
