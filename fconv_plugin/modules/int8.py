@@ -2,11 +2,14 @@
 
 Every matrix product of a trained model (convolutions, attention projections, fc1,
 fc2, fc3, residual projections) can run with int8 weights: each output row of the
-weight is stored as int8 with its own scale (symmetric, per channel), and activations
-are quantised on the fly, per call (torch's dynamic quantisation, fbgemm/x86
-kernels). The attention itself (softmax over dot products with the encoder states)
-stays in float32. Embedding tables are stored the same way, and a looked-up row is
-turned back into float32.
+weight is stored as int8 with its own scale (symmetric, per channel). Activations are
+quantised on the fly, each row (one position of one sentence) with its own scale, and
+the int8 × int8 product is summed exactly in int32 (``torch._int_mm``). So a row's
+result depends on that row alone, never on the sentences batched with it: a server
+that batches requests gives each sentence the answer it would get alone. The
+attention itself (softmax over dot products with the encoder states) stays in float32.
+Embedding tables are stored the same way, and a looked-up row is turned back into
+float32.
 
 Convolutions become one matrix product over windows: a kernel (k, in, out) is the
 matrix (out, k · in), and the input is unfolded into its windows of k steps, the same
@@ -17,7 +20,6 @@ form (inference only). The int8 layers keep fairseq-style state-dict names:
 ``<layer>.int8.weight``, ``<layer>.int8.scale`` and ``<layer>.bias``.
 """
 
-import warnings
 from typing import Dict, Iterable, Optional, Type
 
 import torch
@@ -29,8 +31,11 @@ from .causal_convolution import CausalConvolution, CausalWindow
 from .embeddings import LearnedPositionalEmbedding, TokenEmbedding, positions_to_embed
 from .weight_norm import WeightNormalized, WeightNormConvTBC, WeightNormLinear
 
-# fbgemm without VNNI (AVX2) can saturate 8-bit × 8-bit sums; 7-bit activations avoid it
-REDUCE_RANGE = True
+
+def quantize_rows(x: Tensor):
+    """Symmetric int8 rounding of each row of ``x`` (rows x features) to its own scale."""
+    scale = x.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / 127.0
+    return torch.round(x / scale).to(torch.int8), scale
 
 
 class Int8Weight(nn.Module):
@@ -40,7 +45,6 @@ class Int8Weight(nn.Module):
         super().__init__()
         self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=torch.int8))
         self.register_buffer("scale", torch.ones(out_features))
-        self._packed = None  # fbgemm's packed form (weight and bias), made at first use
 
     @classmethod
     def from_float(cls, weight: Tensor) -> "Int8Weight":
@@ -56,17 +60,17 @@ class Int8Weight(nn.Module):
         return self.weight.float() * self.scale.unsqueeze(1)
 
     def linear(self, x: Tensor, bias: Optional[Tensor]) -> Tensor:
-        """x @ wᵀ + b over the last dimension of ``x``."""
-        if self._packed is None:
-            with warnings.catch_warnings():
-                # torch 2.13 announces the end of its quantized tensors (pytorch #184982); the
-                # pinned version has them, and constraints.txt keeps it
-                warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
-                qweight = torch._make_per_channel_quantized_tensor(
-                    self.weight, self.scale.double(), torch.zeros_like(self.scale, dtype=torch.long), 0
-                )
-            self._packed = torch.ops.quantized.linear_prepack(qweight, None if bias is None else bias.detach().float())
-        out = torch.ops.quantized.linear_dynamic(x.reshape(-1, x.size(-1)).contiguous(), self._packed, REDUCE_RANGE)
+        """x @ wᵀ + b over the last dimension of ``x``, each row of ``x`` quantised on its own.
+
+        |Σ q_x · q_w| ≤ 127² · in < 2³¹, so the int32 sums are exact.
+        """
+        rows = x.reshape(-1, x.size(-1))
+        if rows.dtype != torch.float32 or not rows.is_contiguous():
+            rows = rows.float().contiguous()
+        quantized, row_scale = quantize_rows(rows)
+        out = torch._int_mm(quantized, self.weight.t()).float().mul_(row_scale).mul_(self.scale)
+        if bias is not None:
+            out.add_(bias)
         return out.view(*x.shape[:-1], out.size(-1))
 
     def convolve_tbc(self, x: Tensor, kernel_size: int, padding: int, bias: Optional[Tensor]) -> Tensor:
@@ -80,13 +84,8 @@ class Int8Weight(nn.Module):
         """Rows ``indices`` of the table this matrix holds, as float32."""
         return F.embedding(indices, self.weight).float() * F.embedding(indices, self.scale.unsqueeze(1))
 
-    def _load_from_state_dict(self, *args, **kwargs):
-        # the layer holding this weight loads its bias too: both are packed again at the next use
-        self._packed = None
-        return super()._load_from_state_dict(*args, **kwargs)
-
     def extra_repr(self) -> str:
-        return f"{self.weight.size(1)} -> {self.weight.size(0)}, int8 per-row scales"
+        return f"{self.weight.size(1)} -> {self.weight.size(0)}, int8 per-row scales, activations per row"
 
 
 def kernel_as_rows(kernel: Tensor) -> Tensor:

@@ -19,7 +19,7 @@ from fconv_plugin.modules.int8 import (
 )
 from fconv_plugin.modules.weight_norm import WeightNormConvTBC, WeightNormLinear
 
-# activations are quantised to 7 bits per call: ~1% of the output's range
+# each row of activations is rounded to 8 bits with its own scale: under 1% of the output's range
 TOLERANCE = 0.02
 
 
@@ -50,6 +50,29 @@ def test_linear_is_close_to_float64_with_the_dequantised_weight():
     actual = int8.linear(x, bias)
     assert actual.shape == (5, 7, 48)
     assert _close_to(actual, expected)
+
+
+def test_linear_is_the_exact_product_of_rows_rounded_each_to_its_own_scale():
+    weight = torch.tensor([[1.27, -0.5, 0.0], [0.001, 0.002, -0.00254]])  # scales 0.01 and 0.00002
+    x = torch.tensor([[2.54, 1.0, -0.02], [0.0, -0.127, 0.05]])  # row scales 0.02 and 0.001
+    bias = torch.tensor([0.5, -1.0])
+    # by hand: x rounded per row to [[127, 50, -1], [0, -127, 50]], w to [[127, -50, 0], [50, 100, -127]]
+    sums = torch.tensor([[127 * 127 - 50 * 50, 127 * 50 + 50 * 100 + 127], [127 * 50, -127 * 100 - 50 * 127]])
+    expected = sums.double() * torch.tensor([[0.02], [0.001]]).double() * torch.tensor([0.01, 0.00002]).double()
+    actual = Int8Weight.from_float(weight).linear(x, bias)
+    assert torch.allclose(actual.double(), expected + bias.double(), rtol=1e-6, atol=1e-9)
+
+
+def test_a_rows_result_does_not_depend_on_the_rows_beside_it():
+    """What a server batching sentences of different requests needs: each its own answer."""
+    torch.manual_seed(4)
+    int8 = Int8Weight.from_float(torch.randn(40, 96))
+    bias = torch.randn(40)
+    x = torch.randn(6, 96)
+    x[3] *= 50.0  # one loud row, which a single scale per call would let round the others away
+    together = int8.linear(x, bias)
+    for row in range(6):
+        assert torch.equal(together[row], int8.linear(x[row : row + 1], bias)[0])
 
 
 def test_convolution_over_windows_matches_conv_tbc_in_float64():

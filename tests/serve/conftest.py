@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from tests.cli.conftest import BIN_DIR, trained_model, word_task  # noqa: F401  (fixtures)
+from tests.cli.conftest import BIN_DIR, run_tool, trained_model, word_task  # noqa: F401  (fixtures)
 from tests.support import free_port
 
 
@@ -69,4 +69,16 @@ def served(trained_model, tmp_path_factory):  # noqa: F811
     server = Server(data_bin, save_dir / "checkpoint_best.pt", "--beam", "5", "--batch-window-ms", "300",
                     log_path=tmp_path_factory.mktemp("serve") / "serve.log")
     yield server, data_bin, save_dir / "checkpoint_best.pt"
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def served_int8(trained_model, tmp_path_factory):  # noqa: F811
+    """The same model quantised by fconv-quantize, behind fconv-serve with the same window."""
+    data_bin, save_dir, _ = trained_model
+    directory = tmp_path_factory.mktemp("serve_int8")
+    checkpoint = directory / "int8.pt"
+    run_tool("fconv-quantize", save_dir / "checkpoint_best.pt", checkpoint)
+    server = Server(data_bin, checkpoint, "--beam", "5", "--batch-window-ms", "300", log_path=directory / "serve.log")
+    yield server, data_bin, checkpoint
     server.stop()

@@ -41,8 +41,10 @@ def _same(served_answer, interactive_answer):
     return served_answer["text"] == interactive_answer["text"] and abs(served_answer["score"] - interactive_answer["score"]) < 1e-4
 
 
-def test_concurrent_requests_share_generation_calls_and_answer_as_fairseq_interactive(served):
-    server, data_bin, checkpoint = served
+@pytest.mark.parametrize("weights", ["served", "served_int8"])
+def test_concurrent_requests_share_generation_calls_and_answer_as_fairseq_interactive(weights, request):
+    """int8 too: each row of activations has its own scale, so a batch changes no sentence's answer."""
+    server, data_bin, checkpoint = request.getfixturevalue(weights)
     lines = _sentences(24, seed=1)
     expected = _interactive(data_bin, checkpoint, lines)
     answers = [None] * len(lines)
