@@ -6,7 +6,7 @@ setup(
     description="ConvS2S (Gehring et al. 2017) as a fairseq plugin (--user-dir)",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    packages=find_packages(include=["fconv_plugin", "fconv_plugin.*"]),
+    packages=find_packages(include=["fconv_plugin", "fconv_plugin.*", "fconv_onnx"]),
     # built and tested on Python 3.11 only (scripts/setup_env.sh; versions in constraints.txt)
     python_requires=">=3.11",
     install_requires=[
@@ -29,6 +29,8 @@ setup(
     extras_require={
         "test": ["pytest", "hypothesis", "selenium"],
         "serve": ["fastapi", "uvicorn"],  # fconv-serve
+        # fconv-export (onnx, onnxscript: torch's exporter) and fconv-onnx-translate (onnxruntime)
+        "onnx": ["onnx", "onnxscript", "onnxruntime"],
     },
     package_data={"fconv_plugin.serve": ["static/*"]},
     entry_points={
@@ -37,6 +39,8 @@ setup(
             "fconv-attention = fconv_plugin.cli.attention:main",
             "fconv-quantize = fconv_plugin.cli.quantize:main",
             "fconv-serve = fconv_plugin.serve.main:main",
+            "fconv-export = fconv_plugin.export.main:main",
+            "fconv-onnx-translate = fconv_onnx.translate:main",
         ]
     },
     license="MIT",

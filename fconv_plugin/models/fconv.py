@@ -225,7 +225,7 @@ class FConvEncoder(FairseqEncoder):
 
         x = self.fc1(x)
         padding_mask = src_tokens.eq(self.padding_idx)
-        if not padding_mask.any():
+        if not torch.compiler.is_exporting() and not padding_mask.any():  # an exported graph serves padded batches
             padding_mask = None
         x = x.transpose(0, 1)  # time x batch x channel for the convolutions
         time_padding = None if padding_mask is None else padding_mask.t().unsqueeze(-1)

@@ -48,7 +48,7 @@ class AttentionSource:
             keys=keys.transpose(1, 2).contiguous(),
             values=values,
             padding_mask=padding_mask,
-            length_scale=_length_scale(values, padding_mask),
+            length_scale=source_length_scale(values, padding_mask),
             tokens=tokens,
         )
 
@@ -112,7 +112,7 @@ class AttentionSource:
         )
 
 
-def _length_scale(values: Tensor, padding_mask: Optional[Tensor]) -> Union[float, Tensor]:
+def source_length_scale(values: Tensor, padding_mask: Optional[Tensor]) -> Union[float, Tensor]:
     if padding_mask is None:
         length = values.size(1)
         return length * math.sqrt(1.0 / length)

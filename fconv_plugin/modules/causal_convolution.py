@@ -4,9 +4,10 @@ The decoder must not see the future: its inputs are padded with k - 1 zeros on t
 left only, so output i depends on inputs i-k+1..i.
 
 When generating one token at a time, output i is a linear map of the last k inputs,
-so each convolution keeps a rolling buffer of its last k inputs (zeros before the
-first step) instead of re-reading the whole prefix; beam search reorders the buffer
-with the beams.
+so each convolution keeps a rolling buffer of its last k - 1 inputs (zeros before
+the first step) instead of re-reading the whole prefix; beam search reorders the
+buffer with the beams. That buffer is the convolution's whole decoding state (an
+exported decoder step takes and returns it explicitly).
 """
 
 from typing import Dict, Optional
@@ -45,15 +46,13 @@ class CausalWindow(FairseqIncrementalState):
         return self.window_product(window.reshape(batch_size, -1)).view(batch_size, 1, -1)
 
     def _push_input(self, x: Tensor, incremental_state: IncrementalState) -> Tensor:
-        """Append ``x`` to the buffer of the last k inputs and return the buffer."""
-        buffer = self.get_incremental_state(incremental_state, "input_buffer")
-        if buffer is None:
+        """The window of the last k inputs, ``x`` the newest; the last k - 1 are kept for the next step."""
+        history = self.get_incremental_state(incremental_state, "input_buffer")
+        if history is None:
             history = x.new_zeros(x.size(0), self.kernel_size - 1, x.size(2))
-        else:
-            history = buffer[:, 1:]
-        buffer = torch.cat([history, x[:, -1:]], dim=1)
-        self.set_incremental_state(incremental_state, "input_buffer", buffer)
-        return buffer
+        window = torch.cat([history, x[:, -1:]], dim=1)
+        self.set_incremental_state(incremental_state, "input_buffer", window[:, 1:])
+        return window
 
     def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor) -> None:
         buffer = self.get_incremental_state(incremental_state, "input_buffer")

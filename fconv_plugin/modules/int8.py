@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import FConvError
 from .causal_convolution import CausalConvolution, CausalWindow
 from .embeddings import LearnedPositionalEmbedding, TokenEmbedding, positions_to_embed
+from .layer_swap import replace_layers_
 from .weight_norm import WeightNormalized, WeightNormConvTBC, WeightNormLinear
 
 
@@ -201,17 +201,5 @@ def swap_in_int8_modules_(model: nn.Module, keep: Iterable[nn.Module] = ()) -> N
     Layers in ``keep`` stay float32. A layer reachable from two parents is replaced by
     one int8 module in both. Inference only: the int8 layers have no gradient path.
     """
-    kept = {id(module) for module in keep}
-    replacements: Dict[int, nn.Module] = {}
-    for parent in list(model.modules()):
-        for name, child in list(parent._modules.items()):  # every name, even two for one module
-            if child is None or id(child) in kept:
-                continue
-            int8_form = INT8_FORMS.get(type(child))
-            if int8_form is None:
-                if isinstance(child, (WeightNormalized, TokenEmbedding)):
-                    raise FConvError(f"{type(child).__name__} has no int8 form; add one to INT8_FORMS in modules/int8.py")
-                continue
-            if id(child) not in replacements:
-                replacements[id(child)] = int8_form.from_float(child)
-            setattr(parent, name, replacements[id(child)])
+    forms = {float_type: int8_type.from_float for float_type, int8_type in INT8_FORMS.items()}
+    replace_layers_(model, forms, keep, must_have_form=(WeightNormalized, TokenEmbedding), form_name="int8")

@@ -1,0 +1,80 @@
+"""The two graphs of an exported model: the encoder, and one decoder step with its state explicit.
+
+Both run the plugin's own encoder and decoder (on a copy whose weight normalisation is
+folded, ``plain_layers.py``); the step graph fills the decoder's incremental state
+from its inputs and returns what the step left in it:
+
+- each decoder convolution with k > 1 keeps its last k - 1 inputs (``causal_convolution.py``);
+- every attention layer reads the same encoder outputs (§3.3): the keys z (batch x
+  embed x src_len) and the values (z + e) · √0.5, given once for all layers.
+
+A runtime keeps one row of state per hypothesis and reorders the rows with the beams.
+"""
+
+import copy
+from typing import List, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import FConvError
+from ..modules.attention import AttentionSource, source_length_scale
+from .plain_layers import PlainCausalConvolution, fold_weight_norm_
+
+
+def exportable_copy(model: nn.Module) -> nn.Module:
+    """An inference copy of a trained fconv model with plain (folded) weights."""
+    if getattr(model.decoder, "pointer_generator", None) is not None:
+        raise FConvError("fconv-export does not export pointer-generator (copying) models yet; "
+                         "serve them with fairseq-interactive or fconv-serve")
+    model = copy.deepcopy(model).float().eval()
+    fold_weight_norm_(model)
+    model.decoder.need_attn = False
+    model.decoder.share_attention_across_beam = False  # one row of keys per hypothesis, as the runtime keeps them
+    return model
+
+
+class EncoderGraph(nn.Module):
+    """src_tokens (batch x src_len, left-padded, ending in EOS) → keys, values."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.encoder = model.encoder
+
+    def forward(self, src_tokens: Tensor) -> Tuple[Tensor, Tensor]:
+        out = self.encoder(src_tokens)
+        source = AttentionSource.from_encoder(out["encoder_out"], out["encoder_padding_mask"])
+        return source.keys, source.values
+
+
+class DecoderStepGraph(nn.Module):
+    """One step of beam search for every hypothesis row.
+
+    Inputs: the tokens so far (rows x t, starting with EOS), the keys and values of
+    each row's source, its padding mask (rows x src_len, True at padding), and each
+    convolution's state (rows x (k - 1) x in_channels). Outputs: log-probabilities of
+    the next token (rows x vocabulary), then every convolution's new state.
+    """
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.decoder = model.decoder
+        self.stateful = [conv for conv in self.decoder.convolutions if conv.kernel_size > 1]
+        if not all(isinstance(conv, PlainCausalConvolution) for conv in self.stateful):
+            raise FConvError("the decoder step graph needs the plain convolutions; build it from exportable_copy(model)")
+
+    def state_shapes(self) -> List[Tuple[int, int]]:
+        """(k - 1, in_channels) of each state input, in order."""
+        return [(conv.kernel_size - 1, conv.in_channels) for conv in self.stateful]
+
+    def forward(self, prev_tokens: Tensor, keys: Tensor, values: Tensor, padding_mask: Tensor, *states: Tensor):
+        incremental_state = {}
+        for conv, state in zip(self.stateful, states):
+            conv.set_incremental_state(incremental_state, "input_buffer", state)
+        source = AttentionSource(keys=keys, values=values, padding_mask=padding_mask,
+                                 length_scale=source_length_scale(values, padding_mask))
+        self.decoder.set_incremental_state(incremental_state, "attention_source", {"source": source})
+        logits, _ = self.decoder(prev_tokens, incremental_state=incremental_state)
+        log_probs = self.decoder.get_normalized_probs((logits, None), log_probs=True)[:, -1, :]
+        new_states = [conv.get_incremental_state(incremental_state, "input_buffer") for conv in self.stateful]
+        return (log_probs, *new_states)

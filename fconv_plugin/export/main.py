@@ -1,0 +1,253 @@
+"""Export a trained checkpoint to ONNX: a directory that ``fconv-onnx-translate`` runs
+with onnxruntime alone (no torch, no fairseq).
+
+    fconv-export checkpoints/checkpoint_best.pt data-bin exported \\
+        --tokenizer moses --bpe subword_nmt --bpe-codes codes [--int8]
+
+The directory holds ``encoder.onnx``, ``decoder.onnx`` (one incremental step, its state
+explicit: ``graphs.py``), both vocabularies (one symbol per line, in index order), the
+BPE codes, and ``manifest.json`` (architecture, dimensions, special symbols, the
+tokenizer's and BPE's settings). ``--int8`` applies onnxruntime's dynamic quantisation
+(int8 weights, activations quantised at run time) to both graphs.
+"""
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+
+import torch
+
+from .. import compat
+from ..compat.safe_loading import loading_fairseq_checkpoints
+from ..errors import FConvError
+from .graphs import DecoderStepGraph, EncoderGraph, exportable_copy
+
+MANIFEST_FORMAT = "fconv-onnx/1"
+OPSET = 18
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="fconv-export", description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkpoint", help="a float32 checkpoint of the plugin's (or fairseq's) fconv model")
+    parser.add_argument("data_bin", help="the fairseq-preprocess directory the model was trained on (its dictionaries)")
+    parser.add_argument("out_dir", help="the directory to write (must not exist, or be empty)")
+    parser.add_argument("--source-lang", help="as fairseq's option; default: the checkpoint's")
+    parser.add_argument("--target-lang", help="as fairseq's option; default: the checkpoint's")
+    parser.add_argument("--tokenizer", choices=["moses"], help="as fairseq-interactive's --tokenizer")
+    parser.add_argument("--moses-no-dash-splits", action="store_true", help="as fairseq's option")
+    parser.add_argument("--moses-no-escape", action="store_true", help="as fairseq's option")
+    parser.add_argument("--bpe", choices=["subword_nmt"], help="as fairseq-interactive's --bpe")
+    parser.add_argument("--bpe-codes", help="subword-nmt's codes file (copied into the directory)")
+    parser.add_argument("--bpe-separator", default="@@", help="as fairseq's option (default @@)")
+    parser.add_argument("--int8", action="store_true", help="int8 weights: onnxruntime's dynamic quantisation")
+    return parser.parse_args(argv)
+
+
+def check_args(args) -> None:
+    """Every problem with the command line as one FConvError, before anything is loaded."""
+    if not os.path.isfile(args.checkpoint):
+        raise FConvError(f"{args.checkpoint}: no such checkpoint file")
+    if not os.path.isdir(args.data_bin):
+        raise FConvError(f"{args.data_bin}: no such directory; give the fairseq-preprocess output the model was trained on")
+    if os.path.exists(args.out_dir) and (not os.path.isdir(args.out_dir) or os.listdir(args.out_dir)):
+        raise FConvError(f"{args.out_dir} exists and is not an empty directory; give a new one (nothing was overwritten)")
+    if args.bpe and not args.bpe_codes:
+        raise FConvError("--bpe subword_nmt needs --bpe-codes (the codes file the training data was encoded with)")
+    if args.bpe_codes and not args.bpe:
+        raise FConvError("--bpe-codes given without --bpe; add --bpe subword_nmt")
+    if args.bpe_codes and not os.path.isfile(args.bpe_codes):
+        raise FConvError(f"{args.bpe_codes}: no such BPE codes file")
+
+
+def load_model(args):
+    """The checkpoint's model and task, its dictionaries read from ``data_bin``."""
+    overrides = {"data": os.path.abspath(args.data_bin)}
+    for name in ("source_lang", "target_lang"):
+        if getattr(args, name):
+            overrides[name] = getattr(args, name)
+    with loading_fairseq_checkpoints(args.checkpoint):
+        state = torch.load(args.checkpoint, map_location="cpu")
+    model_options = (state.get("cfg") or {}).get("model") or state.get("args")
+    if getattr(model_options, "int8_weights", False):
+        raise FConvError(f"{args.checkpoint} is an fconv-quantize (int8) checkpoint; export the float32 checkpoint "
+                         "it came from, with --int8 for int8 weights")
+    from fairseq import checkpoint_utils
+
+    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], arg_overrides=overrides)
+    model = models[0]
+    if not hasattr(model, "quantize_int8_"):
+        raise FConvError(f"{args.checkpoint} holds a {type(model).__name__}, not an fconv model")
+    return model, task, model_options
+
+
+def _example_inputs(model, task):
+    """Two left-padded sentences and a three-token prefix per hypothesis: shapes for tracing."""
+    src, tgt = task.source_dictionary, task.target_dictionary
+    first = src.nspecial
+    src_tokens = torch.tensor([[src.pad(), src.pad(), first, first + 1, src.eos()],
+                               [first, first + 1, first + 2, first + 3, src.eos()]])
+    prev_tokens = torch.tensor([[tgt.eos(), tgt.nspecial, tgt.nspecial + 1]] * 2)
+    return src_tokens, prev_tokens
+
+
+def export_graphs(model, task, directory: str) -> list:
+    """Write encoder.onnx and decoder.onnx; returns the decoder's state shapes."""
+    model = exportable_copy(model)
+    encoder, step = EncoderGraph(model), DecoderStepGraph(model)
+    src_tokens, prev_tokens = _example_inputs(model, task)
+    max_source = int(min(model.encoder.max_positions(), 100_000))
+    max_target = int(min(model.decoder.max_positions(), 100_000))
+    batch, src_len = torch.export.Dim("batch", min=1), torch.export.Dim("src_len", min=1, max=max_source)
+    rows, steps = torch.export.Dim("rows", min=1), torch.export.Dim("steps", min=1, max=max_target)
+    with torch.no_grad(), _quiet_exporter():
+        torch.onnx.export(
+            encoder, (src_tokens,), os.path.join(directory, "encoder.onnx"), dynamo=True, opset_version=OPSET,
+            input_names=["src_tokens"], output_names=["keys", "values"],
+            dynamic_shapes={"src_tokens": {0: batch, 1: src_len}}, external_data=False, verbose=False,
+        )
+        keys, values = encoder(src_tokens)
+        padding_mask = src_tokens.eq(task.source_dictionary.pad())
+        states = [torch.zeros(src_tokens.size(0), k, channels) for k, channels in step.state_shapes()]
+        state_names = [f"state_{i}" for i in range(len(states))]
+        torch.onnx.export(
+            step, (prev_tokens, keys, values, padding_mask, *states), os.path.join(directory, "decoder.onnx"),
+            dynamo=True, opset_version=OPSET,
+            input_names=["prev_tokens", "keys", "values", "padding_mask", *state_names],
+            output_names=["log_probs", *[f"new_{name}" for name in state_names]],
+            dynamic_shapes=({0: rows, 1: steps}, {0: rows, 2: src_len}, {0: rows, 1: src_len}, {0: rows, 1: src_len},
+                            tuple({0: rows} for _ in states)),
+            external_data=False, verbose=False,
+        )
+    return step.state_shapes()
+
+
+_REGISTRY = "torch.onnx._internal.exporter._registration"
+
+
+class _quiet_exporter:
+    """The exporter's progress lines and its passes' INFO logs say nothing a user acts on."""
+
+    def __enter__(self):
+        # (torch.onnx's registry warns that torchvision's operators are missing: this model has none)
+        self._levels = {name: logging.getLogger(name).level for name in ("onnx_ir", "onnxscript", "torch.onnx", _REGISTRY)}
+        for name in self._levels:
+            logging.getLogger(name).setLevel(logging.ERROR if name == _REGISTRY else logging.WARNING)
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.simplefilter("ignore")
+        return self
+
+    def __exit__(self, *exc):
+        self._warnings.__exit__(*exc)
+        for name, level in self._levels.items():
+            logging.getLogger(name).setLevel(level)
+        return False
+
+
+def quantize_graphs(directory: str) -> None:
+    """int8 weights per output channel; activations quantised at run time (onnxruntime)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.WARNING)  # the quantiser logs every node it leaves alone, on the root logger
+    try:
+        for name in ("encoder.onnx", "decoder.onnx"):
+            path = os.path.join(directory, name)
+            quantized = path + ".int8"
+            quantize_dynamic(path, quantized, weight_type=QuantType.QInt8, per_channel=True)
+            os.replace(quantized, path)
+    finally:
+        root.setLevel(level)
+
+
+def write_vocabulary(dictionary, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for symbol in dictionary.symbols:
+            f.write(symbol + "\n")
+
+
+def manifest(args, model, task, model_options, state_shapes) -> dict:
+    src, tgt = task.source_dictionary, task.target_dictionary
+    encoder, decoder = model.encoder, model.decoder
+
+    def positions(limit):
+        return None if limit == float("inf") else int(limit)
+
+    return {
+        "format": MANIFEST_FORMAT,
+        "arch": getattr(model_options, "arch", None),
+        "source_lang": task.cfg.source_lang,
+        "target_lang": task.cfg.target_lang,
+        "encoder": "encoder.onnx",
+        "decoder": "decoder.onnx",
+        "source_vocabulary": "source.vocab",
+        "target_vocabulary": "target.vocab",
+        "dimensions": {
+            "encoder_embed_dim": encoder.embed_tokens.embedding_dim,
+            "decoder_embed_dim": decoder.embed_tokens.embedding_dim,
+            "source_vocabulary": len(src),
+            "target_vocabulary": len(tgt),
+            "decoder_states": [list(shape) for shape in state_shapes],
+        },
+        "max_source_positions": positions(encoder.max_positions()),
+        "max_target_positions": positions(decoder.max_positions()),
+        "symbols": {"pad": tgt.pad(), "eos": tgt.eos(), "unk": tgt.unk(), "bos": tgt.bos(),
+                    "source_pad": src.pad(), "source_eos": src.eos(), "source_unk": src.unk()},
+        "left_pad_source": True,
+        "tokenizer": None if not args.tokenizer else {
+            "name": "moses", "source_lang": task.cfg.source_lang, "target_lang": task.cfg.target_lang,
+            "aggressive_dash_splits": not args.moses_no_dash_splits, "escape": not args.moses_no_escape,
+        },
+        "bpe": None if not args.bpe else {"name": "subword_nmt", "codes": "bpe.codes", "separator": args.bpe_separator},
+        "int8": bool(args.int8),
+        "exported_with": {"torch": torch.__version__, "opset": OPSET},
+    }
+
+
+def export(args) -> dict:
+    """Write the whole directory, or nothing: it is built beside ``out_dir`` and renamed."""
+    check_args(args)
+    model, task, model_options = load_model(args)
+    model.eval()
+    out_dir = os.path.abspath(args.out_dir)
+    parent = os.path.dirname(out_dir)
+    os.makedirs(parent, exist_ok=True)
+    building = tempfile.mkdtemp(prefix=os.path.basename(out_dir) + ".", suffix=".partial", dir=parent)
+    try:
+        state_shapes = export_graphs(model, task, building)
+        if args.int8:
+            quantize_graphs(building)
+        write_vocabulary(task.source_dictionary, os.path.join(building, "source.vocab"))
+        write_vocabulary(task.target_dictionary, os.path.join(building, "target.vocab"))
+        if args.bpe_codes:
+            shutil.copyfile(args.bpe_codes, os.path.join(building, "bpe.codes"))
+        description = manifest(args, model, task, model_options, state_shapes)
+        with open(os.path.join(building, "manifest.json"), "w", encoding="utf-8") as f:
+            json.dump(description, f, indent=2)
+        os.chmod(building, 0o755)
+        if os.path.isdir(out_dir):
+            os.rmdir(out_dir)  # empty, checked above
+        os.replace(building, out_dir)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return description
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    compat.install()  # checkpoints load safely on torch >= 2.6; errors print as one line
+    description = export(args)
+    size = sum(os.path.getsize(os.path.join(args.out_dir, name)) for name in os.listdir(args.out_dir))
+    print(f"fconv_plugin: wrote {args.out_dir}: {description['arch']}, {'int8' if args.int8 else 'float32'}, "
+          f"{size / 2**20:.1f} MB", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""The model's layers with weight normalisation folded into plain weights, for ONNX.
+
+An exported graph should hold w = g · v / ‖v‖ itself (§3.5: a reparametrisation for
+training only), and ONNX has no ``conv_tbc``: torch's exporter has no translation
+for it. The plain convolution runs ONNX's ``Conv`` over batch x channel x time, the
+same function.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..modules.causal_convolution import CausalConvolution, CausalWindow
+from ..modules.layer_swap import replace_layers_
+from ..modules.weight_norm import WeightNormalized, WeightNormConvTBC, WeightNormLinear
+
+
+class PlainLinear(nn.Module):
+    """``y = x wᵀ + b`` with w = g · v / ‖v‖ computed once."""
+
+    def __init__(self, layer: WeightNormLinear):
+        super().__init__()
+        with torch.no_grad():
+            self.weight = nn.Parameter(layer.normalized_weight().detach().clone().contiguous())
+            self.bias = nn.Parameter(layer.bias.detach().clone())
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+
+class PlainConvTBC(nn.Module):
+    """The encoder's convolution over time x batch x channel as ONNX's Conv (batch x channel x time)."""
+
+    def __init__(self, layer: WeightNormConvTBC):
+        super().__init__()
+        self.in_channels, self.out_channels, self.kernel_size = layer.in_channels, layer.out_channels, layer.kernel_size
+        with torch.no_grad():
+            kernel = layer.normalized_weight().detach()  # (k, in, out)
+            self.weight = nn.Parameter(kernel.permute(2, 1, 0).contiguous())  # (out, in, k)
+            self.bias = nn.Parameter(layer.bias.detach().clone())
+
+    def convolve(self, x: Tensor, padding: int = 0) -> Tensor:
+        """Convolve ``x`` (time x batch x channel), zero-padding both ends by ``padding``."""
+        return F.conv1d(x.permute(1, 2, 0), self.weight, self.bias, padding=padding).permute(2, 0, 1)
+
+
+class PlainCausalConvolution(CausalWindow, PlainConvTBC):
+    """The decoder's causal convolution (§3.2); one step is a product with the flattened kernel."""
+
+    def __init__(self, layer: CausalConvolution):
+        super().__init__(layer)
+        with torch.no_grad():  # row j · in + c of the window multiplies kernel tap j, channel c
+            self.flat_weight = nn.Parameter(self.weight.permute(0, 2, 1).reshape(self.out_channels, -1).contiguous())
+
+    def window_product(self, windows: Tensor) -> Tensor:
+        return F.linear(windows, self.flat_weight, self.bias)
+
+
+PLAIN_FORMS = {
+    WeightNormLinear: PlainLinear,
+    WeightNormConvTBC: PlainConvTBC,
+    CausalConvolution: PlainCausalConvolution,
+}
+
+
+def fold_weight_norm_(model: nn.Module) -> None:
+    """Replace every weight-normalised layer of ``model`` by its plain form, in place."""
+    replace_layers_(model, PLAIN_FORMS, must_have_form=(WeightNormalized,), form_name="plain (ONNX)")
