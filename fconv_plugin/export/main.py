@@ -172,8 +172,10 @@ def write_vocabulary(dictionary, path: str) -> None:
             f.write(symbol + "\n")
 
 
-def manifest(args, model, task, model_options, state_shapes) -> dict:
+def manifest(args, model, task, arch, state_shapes) -> dict:
     src, tgt = task.source_dictionary, task.target_dictionary
+    languages = getattr(task, "cfg", None)  # fairseq's translation task; a bare (test) task has none
+    source_lang, target_lang = getattr(languages, "source_lang", None), getattr(languages, "target_lang", None)
     encoder, decoder = model.encoder, model.decoder
 
     def positions(limit):
@@ -181,9 +183,9 @@ def manifest(args, model, task, model_options, state_shapes) -> dict:
 
     return {
         "format": MANIFEST_FORMAT,
-        "arch": getattr(model_options, "arch", None),
-        "source_lang": task.cfg.source_lang,
-        "target_lang": task.cfg.target_lang,
+        "arch": arch,
+        "source_lang": source_lang,
+        "target_lang": target_lang,
         "encoder": "encoder.onnx",
         "decoder": "decoder.onnx",
         "source_vocabulary": "source.vocab",
@@ -201,7 +203,7 @@ def manifest(args, model, task, model_options, state_shapes) -> dict:
                     "source_pad": src.pad(), "source_eos": src.eos(), "source_unk": src.unk()},
         "left_pad_source": True,
         "tokenizer": None if not args.tokenizer else {
-            "name": "moses", "source_lang": task.cfg.source_lang, "target_lang": task.cfg.target_lang,
+            "name": "moses", "source_lang": source_lang, "target_lang": target_lang,
             "aggressive_dash_splits": not args.moses_no_dash_splits, "escape": not args.moses_no_escape,
         },
         "bpe": None if not args.bpe else {"name": "subword_nmt", "codes": "bpe.codes", "separator": args.bpe_separator},
@@ -211,23 +213,30 @@ def manifest(args, model, task, model_options, state_shapes) -> dict:
 
 
 def export(args) -> dict:
-    """Write the whole directory, or nothing: it is built beside ``out_dir`` and renamed."""
+    """fconv-export: check the command line, load the checkpoint, write the directory."""
     check_args(args)
     model, task, model_options = load_model(args)
+    return export_model(model, task, args.out_dir, args, getattr(model_options, "arch", None))
+
+
+def export_model(model, task, out_dir: str, options, arch: str) -> dict:
+    """Write the whole directory, or nothing: it is built beside ``out_dir`` and renamed.
+
+    ``options``: fconv-export's (``parse_args``): tokenizer, BPE, int8."""
     model.eval()
-    out_dir = os.path.abspath(args.out_dir)
+    out_dir = os.path.abspath(out_dir)
     parent = os.path.dirname(out_dir)
     os.makedirs(parent, exist_ok=True)
     building = tempfile.mkdtemp(prefix=os.path.basename(out_dir) + ".", suffix=".partial", dir=parent)
     try:
         state_shapes = export_graphs(model, task, building)
-        if args.int8:
+        if options.int8:
             quantize_graphs(building)
         write_vocabulary(task.source_dictionary, os.path.join(building, "source.vocab"))
         write_vocabulary(task.target_dictionary, os.path.join(building, "target.vocab"))
-        if args.bpe_codes:
-            shutil.copyfile(args.bpe_codes, os.path.join(building, "bpe.codes"))
-        description = manifest(args, model, task, model_options, state_shapes)
+        if options.bpe_codes:
+            shutil.copyfile(options.bpe_codes, os.path.join(building, "bpe.codes"))
+        description = manifest(options, model, task, arch, state_shapes)
         with open(os.path.join(building, "manifest.json"), "w", encoding="utf-8") as f:
             json.dump(description, f, indent=2)
         os.chmod(building, 0o755)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.cli.conftest import PLUGIN_DIR, run_tool
+from tests.cli.conftest import interactive_answers, run_tool
 from tests.serve.conftest import Server
 
 pytestmark = pytest.mark.slow
@@ -19,21 +19,6 @@ pytestmark = pytest.mark.slow
 def _sentences(count, seed):
     rng = random.Random(seed)
     return [" ".join(f"s{rng.randrange(30)}" for _ in range(rng.randint(3, 9))) for _ in range(count)]
-
-
-def _interactive(data_bin, checkpoint, lines, *options, beam=5):
-    """fairseq-interactive's D- (text, score) and A- lines for ``lines``, by input order."""
-    result = run_tool("fairseq-interactive", data_bin, "--user-dir", PLUGIN_DIR, "--path", checkpoint,
-                      "--beam", str(beam), *options, input="\n".join(lines) + "\n")
-    answers = {}
-    for line in result.stdout.splitlines():
-        if line.startswith("D-"):
-            number, score, text = line[2:].split("\t")
-            answers[int(number)] = {"text": text, "score": float(score)}
-        if line.startswith("A-"):
-            number, pairs = line[2:].split("\t")
-            answers[int(number)]["alignment"] = [[int(x) for x in p.split("-")] for p in pairs.split()]
-    return [answers[i] for i in range(len(lines))]
 
 
 def _same(served_answer, interactive_answer):
@@ -46,7 +31,7 @@ def test_concurrent_requests_share_generation_calls_and_answer_as_fairseq_intera
     """int8 too: each row of activations has its own scale, so a batch changes no sentence's answer."""
     server, data_bin, checkpoint = request.getfixturevalue(weights)
     lines = _sentences(24, seed=1)
-    expected = _interactive(data_bin, checkpoint, lines)
+    expected = interactive_answers(data_bin, checkpoint, lines)
     answers = [None] * len(lines)
 
     def client(indices):
@@ -70,7 +55,7 @@ def test_concurrent_requests_share_generation_calls_and_answer_as_fairseq_intera
 def test_a_list_keeps_its_order_and_alignment_is_the_print_alignment_of_fairseq_interactive(served):
     server, data_bin, checkpoint = served
     lines = _sentences(6, seed=2)
-    expected = _interactive(data_bin, checkpoint, lines, "--print-alignment")
+    expected = interactive_answers(data_bin, checkpoint, lines, "--print-alignment")
     status, answer = server.translate(text=lines, alignment=True, beam=5)
     assert status == 200
     assert [a["text"] for a in answer["translations"]] == [e["text"] for e in expected]
@@ -80,7 +65,7 @@ def test_a_list_keeps_its_order_and_alignment_is_the_print_alignment_of_fairseq_
 def test_beam_one_answers_as_fairseq_interactive_with_beam_one(served):
     server, data_bin, checkpoint = served
     lines = _sentences(4, seed=3)
-    expected = [answer["text"] for answer in _interactive(data_bin, checkpoint, lines, beam=1)]
+    expected = [answer["text"] for answer in interactive_answers(data_bin, checkpoint, lines, beam=1)]
     status, answer = server.translate(text=lines, beam=1)
     assert status == 200 and [a["text"] for a in answer["translations"]] == expected
 
