@@ -12,10 +12,13 @@ so drift and cache effects hit both alike; the report shows medians with their s
 were identical in every repetition (same number, same tokens, same scores). Peak
 memory is measured in a separate process per model, above that process's footprint
 after the imports (torch and fairseq alone take ~400 MB). The same run measures the
-machine's peak GEMM rate (float32 and int8) and how close beam-5 decoding comes to it.
+machine's peak GEMM rate (float32 and int8), how close beam-5 decoding comes to it, and
+the training step's rate: its floating-point operations (forward and backward, counted by
+torch.utils.flop_counter) per second against that peak.
 
     .venv/bin/python benchmarks/bench_fconv.py            # full run
     .venv/bin/python benchmarks/bench_fconv.py --quick    # fewer repetitions
+    .venv/bin/python benchmarks/bench_fconv.py --train-only --archs fconv_iwslt_de_en fconv_gigaword
 """
 
 import argparse
@@ -173,30 +176,66 @@ def bench_generation(arch, task, beam, batch_size, reps, max_len):
     }
 
 
-def bench_training(models, task, reps):
+def training_batch(task):
     sentences, length = TRAIN_BATCH
     sample = source_batch(task, sentences, seed=2)["net_input"]
     generator = torch.Generator().manual_seed(3)
     d = task.target_dictionary
     target = torch.randint(d.nspecial, len(d), (sentences, length), generator=generator)
     prev = torch.cat([torch.full((sentences, 1), d.eos()), target[:, :-1]], dim=1)
+    return sample, prev, target
+
+
+def training_step(model, sample, prev, target):
+    """One forward and backward pass: what fairseq-train does per batch, without the optimizer."""
+    model.zero_grad(set_to_none=True)
+    logits, _ = model(sample["src_tokens"], sample["src_lengths"], prev)
+    loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), target.view(-1), reduction="sum")
+    loss.backward()
+
+
+def _conv_tbc_flops(input_shape, weight_shape, *args, out_shape=None, **kwargs):
+    """2 · out_time · batch · k · in · out (torch's counter has no formula for conv_tbc)."""
+    kernel, in_channels, out_channels = weight_shape
+    return 2 * out_shape[0] * out_shape[1] * kernel * in_channels * out_channels
+
+
+def _addmm_flops(self_shape, a_shape, b_shape, *args, out_shape=None, **kwargs):
+    """2 · m · k · n for self += a @ b."""
+    return 2 * a_shape[0] * a_shape[1] * b_shape[1]
+
+
+def training_flops(model, task) -> int:
+    """Floating-point operations of one training step (forward and backward), as counted
+    by torch.utils.flop_counter (matrix products and convolutions)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    aten = torch.ops.aten
+    # conv_tbc's backward runs as in-place addmm_ calls, one per kernel tap, which the counter has no formula for
+    counter = FlopCounterMode(display=False, custom_mapping={aten.conv_tbc: _conv_tbc_flops, aten.addmm_: _addmm_flops})
+    model.train()
+    with counter:
+        training_step(model, *training_batch(task))
+    return counter.get_total_flops()
+
+
+def bench_training(models, task, reps):
+    sentences, length = TRAIN_BATCH
+    sample, prev, target = training_batch(task)
     times = {name: [] for name in models}
     for model in models.values():
         model.train()
     for repetition in range(reps + 1):  # the first, untimed in the summary, is the warm-up
         for name in turns(models, repetition):
             model = models[name]
-
-            def step():
-                model.zero_grad(set_to_none=True)
-                logits, _ = model(sample["src_tokens"], sample["src_lengths"], prev)
-                loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), target.view(-1), reduction="sum")
-                loss.backward()
-            times[name].append(time_call(step)[0])
+            times[name].append(time_call(lambda: training_step(model, sample, prev, target))[0])
     words = sentences * length
     summaries = {name: summary(seconds[1:]) for name, seconds in times.items()}
+    flops = {name: training_flops(model, task) for name, model in models.items()}
     return {"target_words_per_s": {n: words / median for n, (median, _) in summaries.items()},
-            "spread": {n: spread for n, (_, spread) in summaries.items()}}
+            "spread": {n: spread for n, (_, spread) in summaries.items()},
+            "flops_per_step": flops,
+            "GFLOPs": {n: flops[n] / median / 1e9 for n, (median, _) in summaries.items()}}
 
 
 def copy_bandwidth():
@@ -282,6 +321,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--archs", nargs="+", default=["fconv_iwslt_de_en", "fconv_wmt_en_de"])
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--train-only", action="store_true", help="only the training step (speed, FLOP/s, utilisation)")
     args = parser.parse_args()
     reps = 3 if args.quick else 7
     bandwidth = copy_bandwidth()
@@ -290,10 +330,13 @@ def main():
     for arch in args.archs:
         task = make_task(arch)
         arch_results = {"vocabulary": len(task.target_dictionary)}
-        for setting, (beam, batch) in GEN_SETTINGS.items():
-            arch_results[setting] = bench_generation(arch, task, beam, batch, reps, max_len=30)
         models = build_models(arch, task)
         arch_results["train_step"] = bench_training(models, task, reps)
+        if args.train_only:
+            results["archs"][arch] = arch_results
+            continue
+        for setting, (beam, batch) in GEN_SETTINGS.items():
+            arch_results[setting] = bench_generation(arch, task, beam, batch, reps, max_len=30)
         weight_bytes = decoder_weight_bytes(models["plugin"])
         beam, batch = GEN_SETTINGS["beam5_batch16"]
         arch_results["beam5_gemm_flops_per_step"] = decoder_gemm_flops_per_step(models["plugin"], beam * batch)
@@ -320,6 +363,16 @@ def print_table(results):
     print("-" * len(header))
     for arch, r in results["archs"].items():
         name = f"{arch} ({r['vocabulary'] // 1000}k)"
+        train = r["train_step"]
+        cells = [f"{train['target_words_per_s'][n]:.1f} ±{train['spread'][n]:.0%}" for n in ("fairseq", "plugin")]
+        ratio = train["target_words_per_s"]["plugin"] / train["target_words_per_s"]["fairseq"]
+        print(f"{name:<24} {'train step target words/s':<34} {cells[0]:>15} {cells[1]:>15} {'-':>15} {ratio:>14.2f}x {'-':>13}")
+        rates = train["GFLOPs"]
+        print(f"{name:<24}   train step (forward + backward, {train['flops_per_step']['plugin'] / 1e9:.1f} GFLOP): "
+              f"fairseq {rates['fairseq']:.0f} GFLOP/s ({rates['fairseq'] / peak['float32']:.0%} of the float32 peak), "
+              f"plugin {rates['plugin']:.0f} GFLOP/s ({rates['plugin'] / peak['float32']:.0%})")
+        if "peak_rss_MB" not in r:
+            continue
         for setting in GEN_SETTINGS:
             g = r[setting]
             same = "identical" if g["identical"] else "DIFFERENT"
@@ -329,10 +382,6 @@ def print_table(results):
                       f" {values['plugin'] / values['fairseq']:>14.2f}x {values['int8'] / values['fairseq']:>12.2f}x")
             print(f"{name:<24}   hypotheses: plugin vs fairseq {same} in every repetition; "
                   f"int8's best = float32's for {g['int8_same_best']} sentences (random weights)")
-        train = r["train_step"]
-        cells = [f"{train['target_words_per_s'][n]:.1f} ±{train['spread'][n]:.0%}" for n in ("fairseq", "plugin")]
-        ratio = train["target_words_per_s"]["plugin"] / train["target_words_per_s"]["fairseq"]
-        print(f"{name:<24} {'train step target words/s':<34} {cells[0]:>15} {cells[1]:>15} {'-':>15} {ratio:>14.2f}x {'-':>13}")
         for phase, mem in r["peak_rss_MB"].items():
             label = f"peak MB, {phase} (lower is better)"
             print(f"{name:<24} {label:<34} {mem['fairseq']:>15.0f} {mem['plugin']:>15.0f} {'-':>15}"

@@ -1,0 +1,142 @@
+"""Where the training step's time goes, and what the candidate speed-ups give, side by side.
+
+For one architecture (random weights, bench_fconv.py's training batch, 2 threads):
+1. the profile of the plugin's forward + backward: the matrix products' share of the
+   step's self time, and the ten largest operators;
+2. the convolution three ways, forward + backward, at the architecture's widths:
+   ``conv_tbc`` (what fairseq and the plugin run), ``conv1d`` (oneDNN) and one large
+   product over unfolded windows (k · in wide);
+3. the work between the products, per block: GLU + residual · √0.5 (eager and fused by
+   torch.compile), a time-major/batch-major transpose, dropout;
+4. the whole step eagerly and under torch.compile (inductor, static shapes), taking
+   turns, with the compile time.
+
+    .venv/bin/python benchmarks/training_limits.py [--arch fconv_iwslt_de_en]
+"""
+
+import argparse
+import copy
+import math
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+warnings.filterwarnings("ignore")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_fconv as b  # noqa: E402
+
+MATRIX_PRODUCTS = ("aten::conv_tbc", "aten::addmm", "aten::mm", "aten::bmm", "aten::addmm_", "aten::conv_tbc_backward")
+
+
+def median_ms(fn, repetitions=20):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repetitions):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def profile_step(model, batch):
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(2):
+        b.training_step(model, *batch)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            b.training_step(model, *batch)
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    products = sum(e.self_cpu_time_total for e in events if e.key in MATRIX_PRODUCTS)
+    print(f"1. profile: matrix products {products / total:.0%} of the step's self time; largest operators:")
+    for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:10]:
+        print(f"     {e.key:<36} {e.self_cpu_time_total / total:6.1%}")
+
+
+def convolutions(time_steps, batch, in_channels, out_channels, kernel):
+    x = torch.randn(time_steps, batch, in_channels, requires_grad=True)
+    w = torch.randn(kernel, in_channels, out_channels, requires_grad=True)
+    bias = torch.randn(out_channels, requires_grad=True)
+    grad = torch.randn(time_steps, batch, out_channels)
+    pad = kernel // 2
+
+    def conv_tbc():
+        torch.conv_tbc(x, w, bias, pad).backward(grad)
+
+    def conv1d():
+        F.conv1d(x.permute(1, 2, 0), w.permute(2, 1, 0), bias, padding=pad).permute(2, 0, 1).backward(grad)
+
+    def unfolded():
+        windows = F.pad(x, (0, 0, 0, 0, pad, pad)).unfold(0, kernel, 1).permute(0, 1, 3, 2)
+        out = torch.addmm(bias, windows.reshape(time_steps * batch, -1), w.reshape(-1, out_channels))
+        out.view(time_steps, batch, out_channels).backward(grad)
+
+    times = {name: median_ms(fn) for name, fn in (("conv_tbc", conv_tbc), ("conv1d", conv1d), ("unfolded", unfolded))}
+    flops = 6 * time_steps * batch * kernel * in_channels * out_channels
+    print(f"2. convolution {time_steps}x{batch}x{in_channels} -> {out_channels}, k={kernel}, forward + backward: "
+          + ", ".join(f"{n} {t:.2f} ms ({flops / t / 1e6:.0f} GFLOP/s)" for n, t in times.items()))
+
+
+def between_products(time_steps, batch, channels):
+    a = torch.randn(time_steps, batch, 2 * channels, requires_grad=True)
+    r = torch.randn(time_steps, batch, channels, requires_grad=True)
+    x = torch.randn(time_steps, batch, channels, requires_grad=True)
+    grad = torch.randn(time_steps, batch, channels)
+    fused = torch.compile(lambda a, r: (F.glu(a, dim=-1) + r) * math.sqrt(0.5))
+    times = {
+        "GLU + residual, eager": median_ms(lambda: ((F.glu(a, dim=-1) + r) * math.sqrt(0.5)).backward(grad)),
+        "GLU + residual, torch.compile": median_ms(lambda: fused(a, r).backward(grad)),
+        "transpose to batch-major": median_ms(lambda: x.transpose(0, 1).contiguous().backward(grad.transpose(0, 1))),
+        "dropout 0.1": median_ms(lambda: F.dropout(x, 0.1, True).backward(grad)),
+    }
+    print(f"3. per block ({time_steps}x{batch}x{channels}), forward + backward: "
+          + ", ".join(f"{n} {t:.3f} ms" for n, t in times.items()))
+
+
+def compiled_step(model, batch, repetitions=6):
+    eager, compiled_model = model, copy.deepcopy(model)
+    compiled = torch.compile(compiled_model, dynamic=False)
+    start = time.perf_counter()
+    b.training_step(compiled, *batch)
+    compile_seconds = time.perf_counter() - start
+    b.training_step(eager, *batch)
+    times = {"eager": [], "torch.compile": []}
+    for repetition in range(repetitions):
+        for name in b.turns(list(times), repetition):
+            start = time.perf_counter()
+            b.training_step(eager if name == "eager" else compiled, *batch)
+            times[name].append(time.perf_counter() - start)
+    medians = {n: statistics.median(t) for n, t in times.items()}
+    print(f"4. training step: eager {medians['eager'] * 1e3:.0f} ms, torch.compile {medians['torch.compile'] * 1e3:.0f} ms "
+          f"({medians['eager'] / medians['torch.compile']:.2f}x), first compiled step (compiling) {compile_seconds:.0f} s")
+    return medians
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--arch", default="fconv_iwslt_de_en")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    task = b.make_task(args.arch)
+    model = b.build_models(args.arch, task)["plugin"]
+    model.train()
+    batch = b.training_batch(task)
+    sentences, length = b.TRAIN_BATCH
+    plan = model.encoder.plans[0]
+    print(f"{args.arch}, batch {sentences} x {length} tokens, torch {torch.__version__}, 2 threads")
+    profile_step(model, batch)
+    convolutions(length, sentences, plan.in_channels, 2 * plan.out_channels, plan.kernel_size)
+    between_products(length, sentences, plan.out_channels)
+    compiled_step(model, batch)
+
+
+if __name__ == "__main__":
+    main()
