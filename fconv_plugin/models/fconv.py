@@ -139,9 +139,14 @@ class FConvModel(FairseqEncoderDecoderModel):
         """Matrix products and embedding tables in int8 (modules/int8.py); inference only.
 
         A decoder embedding shared with the output layer (--share-input-output-embed)
-        stays float32, as that output layer does."""
+        stays float32, as that output layer does. The attention's products are summed
+        in float64 (``attention_product``): int8 rounding would otherwise turn their
+        batch-dependent last bits into batch-dependent translations."""
         shared_embedding = [self.decoder.embed_tokens] if self.decoder.share_input_output_embed else []
         swap_in_int8_modules_(self, keep=shared_embedding)
+        for attention in self.decoder.attention:  # a sentence's answer must not depend on its batch
+            if attention is not None:
+                attention.batch_invariant = True
 
     def set_beam_size(self, beam_size: int) -> None:
         """fairseq's SequenceGenerator tells the model its beam size (see the decoder's)."""

@@ -52,12 +52,12 @@ class AttentionSource:
             tokens=tokens,
         )
 
-    def read(self, weights: Tensor) -> Tensor:
+    def read(self, weights: Tensor, batch_invariant: bool = False) -> Tensor:
         """c_i = Σ_j a_ij (z_j + e_j) · s√(1/s) for attention weights (decoder rows x tgt x src)."""
         rows, steps = weights.shape[:2]
         if self.copies > 1:  # a sentence's hypotheses together against its one copy
             weights = weights.reshape(rows // self.copies, self.copies * steps, -1)
-        context = torch.bmm(weights, self.values) * self.length_scale
+        context = attention_product(weights, self.values, batch_invariant) * self.length_scale
         return context.view(rows, steps, -1)
 
     def tokens_per_row(self) -> Tensor:
@@ -113,11 +113,27 @@ class AttentionSource:
 
 
 def source_length_scale(values: Tensor, padding_mask: Optional[Tensor]) -> Union[float, Tensor]:
+    """s · √(1/s) per source (§3.4), computed in float64 with or without padding, so a
+    sentence gets the same float32 scale alone or in a padded batch."""
     if padding_mask is None:
         length = values.size(1)
         return length * math.sqrt(1.0 / length)
-    lengths = (values.size(1) - padding_mask.type_as(values).sum(dim=1)).view(-1, 1, 1)
-    return lengths * lengths.rsqrt()
+    lengths = (values.size(1) - padding_mask.sum(dim=1, dtype=torch.float64)).view(-1, 1, 1)
+    return (lengths * lengths.rsqrt()).to(values.dtype)
+
+
+def attention_product(a: Tensor, b: Tensor, batch_invariant: bool = False) -> Tensor:
+    """``torch.bmm(a, b)``. With ``batch_invariant`` summed in float64 and rounded back.
+
+    bmm's float32 result for one sentence differs in the last bits with the number of
+    sentences in the call (the library picks other kernels and splits); in float64 those
+    differences are ~1e-16 and vanish in the rounding, so a sentence gets the same
+    numbers alone or batched. int8 models need this: their activations are rounded to
+    8 bits, which turns a last-bit difference into a different translation now and then.
+    """
+    if not batch_invariant:
+        return torch.bmm(a, b)
+    return torch.bmm(a.double(), b.double()).to(a.dtype)
 
 
 class AttentionLayer(nn.Module):
@@ -127,6 +143,7 @@ class AttentionLayer(nn.Module):
         super().__init__()
         self.in_projection = WeightNormLinear(conv_channels, embed_dim)
         self.out_projection = WeightNormLinear(embed_dim, conv_channels)
+        self.batch_invariant = False  # see attention_product; set for int8 models
 
     def forward(self, h: Tensor, target_embedding: Tensor, source: AttentionSource) -> Tuple[Tensor, Tensor]:
         """``h``: batch x tgt_len x channels. Returns the new state and a (b x tgt x src)."""
@@ -134,9 +151,12 @@ class AttentionLayer(nn.Module):
         rows, steps = query.shape[:2]
         if source.copies > 1:  # a sentence's hypotheses together: sentences x copies·tgt x embed
             query = query.reshape(rows // source.copies, source.copies * steps, -1)
-        scores = torch.bmm(query, source.keys)
+        scores = attention_product(query, source.keys, self.batch_invariant)
         if source.padding_mask is not None:
             scores = scores.masked_fill(source.padding_mask.unsqueeze(1), float("-inf"))
-        weights = torch.softmax(scores, dim=-1).view(rows, steps, -1)
-        context = source.read(weights)
+        if self.batch_invariant:  # the sum over a padded source, too, in float64
+            weights = torch.softmax(scores.double(), dim=-1).to(scores.dtype).view(rows, steps, -1)
+        else:
+            weights = torch.softmax(scores, dim=-1).view(rows, steps, -1)
+        context = source.read(weights, self.batch_invariant)
         return (self.out_projection(context) + h) * SQRT_HALF, weights

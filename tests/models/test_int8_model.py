@@ -90,3 +90,24 @@ def test_int8_state_dict_names_follow_the_float_ones_as_fconv_quantize_checkpoin
             expected.add(name)
             assert torch.equal(int8_state[name], float_state[name])
     assert set(int8_state) == expected
+
+
+def test_a_sentence_gets_the_same_int8_translation_alone_and_in_a_padded_batch():
+    """What a server batching requests needs: rounding activations to 8 bits must not turn
+    the batch's last-bit differences (attention products, the length scale) into other answers."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    torch.manual_seed(5)
+    model = build_plugin_model("fconv_iwslt_de_en", TASK, **SMALL).eval()
+    model.quantize_int8_()
+    src, lengths, _, _ = translation_batch(SRC, TGT, [3, 11, 7, 5, 9, 2, 11, 6], [1] * 8, seed=2)
+    for beam in (1, 5):
+        generator = SequenceGenerator([model], TGT, beam_size=beam, max_len_b=12)
+        with torch.no_grad():
+            together = generator.generate([model], {"net_input": {"src_tokens": src, "src_lengths": lengths}})
+            for row in range(src.size(0)):
+                alone_src = src[row: row + 1, src.size(1) - int(lengths[row]):]  # without the batch's padding
+                alone = generator.generate([model], {"net_input": {"src_tokens": alone_src, "src_lengths": lengths[row: row + 1]}})
+                for ours, single in zip(together[row], alone[0]):
+                    assert torch.equal(ours["tokens"], single["tokens"]), (beam, row)
+                    assert torch.equal(ours["positional_scores"], single["positional_scores"]), (beam, row)
