@@ -26,7 +26,15 @@ from ..compat.safe_loading import loading_fairseq_checkpoints
 from ..errors import FConvError
 
 
-def quantize_checkpoint(source: str, destination: str) -> dict:
+def _training_data(state: dict):
+    """The data-bin path the checkpoint was trained on, as saved (often relative)."""
+    task = (state.get("cfg") or {}).get("task")
+    if isinstance(task, dict):
+        return task.get("data")
+    return getattr(task, "data", None) or getattr(state.get("args"), "data", None)
+
+
+def quantize_checkpoint(source: str, destination: str, data: str = None) -> dict:
     """Write the int8 checkpoint; returns the sizes in bytes (input, output, fp32 weights)."""
     if not os.path.isfile(source):
         raise FConvError(f"{source}: no such checkpoint file")
@@ -39,7 +47,15 @@ def quantize_checkpoint(source: str, destination: str) -> dict:
         raise FConvError(f"{source} has no model options fconv-quantize knows; load and save it with fairseq 0.12 first")
     if getattr(model_options, "int8_weights", False):
         raise FConvError(f"{source} is already an int8 checkpoint")
-    models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([source])
+    if data is None:
+        data = _training_data(state)
+        if data and not os.path.isdir(data):
+            raise FConvError(f"{source} names its data-bin as {data!r}, which is not there from {os.getcwd()}; "
+                             "run fconv-quantize where training ran, or give --data DATA_BIN")
+    elif not os.path.isdir(data):
+        raise FConvError(f"--data {data}: no such directory; give the fairseq-preprocess output the model was trained on")
+    overrides = {"data": data} if data else {}
+    models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([source], arg_overrides=overrides)
     model = models[0]
     if not hasattr(model, "quantize_int8_"):
         raise FConvError(f"{source} holds a {type(model).__name__}, not an fconv model")
@@ -67,9 +83,11 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("input", help="a checkpoint of the plugin's (or fairseq's) fconv model")
     parser.add_argument("output", help="where the int8 checkpoint goes (a new file)")
+    parser.add_argument("--data", help="the fairseq-preprocess directory (its dictionaries); default: the one "
+                                       "the checkpoint names, which is often relative to where training ran")
     args = parser.parse_args(argv)
     compat.install()  # a fairseq command of the plugin's own: checkpoints load safely, errors print as one line
-    sizes = quantize_checkpoint(args.input, args.output)
+    sizes = quantize_checkpoint(args.input, args.output, args.data)
     print(f"fconv_plugin: wrote {args.output}: {sizes['output'] / 2**20:.1f} MB (input {sizes['input'] / 2**20:.1f} MB, "
           f"float32 weights alone {sizes['float_weights'] / 2**20:.1f} MB)", file=sys.stderr)
 

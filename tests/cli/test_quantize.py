@@ -7,7 +7,7 @@ import torch
 import pytest
 
 from fconv_plugin import FConvModel
-from tests.cli.conftest import PLUGIN_DIR, run_tool
+from tests.cli.conftest import PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, run_tool
 from tests.support import load_raw_checkpoint
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
@@ -75,3 +75,20 @@ def test_an_existing_output_is_never_overwritten_and_int8_input_is_refused(quant
     twice = run_tool("fconv-quantize", output, tmp_path / "twice.pt", check=False)
     assert twice.stderr.strip().splitlines()[-1] == f"fconv_plugin: error: {output} is already an int8 checkpoint"
     assert not (tmp_path / "twice.pt").exists()
+
+
+def test_a_relative_data_bin_is_named_in_one_line_and_data_finds_it(trained_model, tmp_path):
+    """fairseq saves the data-bin as given to fairseq-train, so run elsewhere the checkpoint points nowhere."""
+    data_bin, save_dir, _ = trained_model
+    run_tool("fairseq-train", "data-bin", "--user-dir", PLUGIN_DIR, *SMALL_MODEL, *PAPER_OPTIMIZER, "--max-update", "1",
+             "--max-tokens", "300", "--save-dir", "relative-checkpoints", "--no-epoch-checkpoints",
+             cwd=data_bin.parent)  # a relative data-bin, as a user types it
+    checkpoint = data_bin.parent / "relative-checkpoints" / "checkpoint_last.pt"
+    elsewhere = run_tool("fconv-quantize", checkpoint, tmp_path / "int8.pt", check=False, cwd=tmp_path)
+    assert elsewhere.returncode == 1
+    assert elsewhere.stderr.strip().splitlines()[-1] == (
+        f"fconv_plugin: error: {checkpoint} names its data-bin as 'data-bin', which is not there from {tmp_path}; "
+        "run fconv-quantize where training ran, or give --data DATA_BIN")
+    assert not (tmp_path / "int8.pt").exists()
+    run_tool("fconv-quantize", checkpoint, tmp_path / "int8.pt", "--data", data_bin, cwd=tmp_path)
+    assert (tmp_path / "int8.pt").stat().st_size > 0
