@@ -12,6 +12,7 @@ tokenizer's and BPE's settings). ``--int8`` applies onnxruntime's dynamic quanti
 """
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -64,25 +65,21 @@ def check_args(args) -> None:
         raise FConvError(f"{args.bpe_codes}: no such BPE codes file")
 
 
-def load_model(args):
-    """The checkpoint's model and task, its dictionaries read from ``data_bin``."""
-    overrides = {"data": os.path.abspath(args.data_bin)}
-    for name in ("source_lang", "target_lang"):
-        if getattr(args, name):
-            overrides[name] = getattr(args, name)
-    with loading_fairseq_checkpoints(args.checkpoint):
-        state = torch.load(args.checkpoint, map_location="cpu")
-    model_options = (state.get("cfg") or {}).get("model") or state.get("args")
-    if getattr(model_options, "int8_weights", False):
-        raise FConvError(f"{args.checkpoint} is an fconv-quantize (int8) checkpoint; export the float32 checkpoint "
-                         "it came from, with --int8 for int8 weights")
+def load_model(checkpoint: str, data_bin: str, source_lang: str = None, target_lang: str = None):
+    """The checkpoint's float32 fconv model, its task (dictionaries read from ``data_bin``) and arch."""
     from fairseq import checkpoint_utils
 
-    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], arg_overrides=overrides)
+    overrides = {"data": os.path.abspath(data_bin)}
+    overrides.update({name: value for name, value in (("source_lang", source_lang), ("target_lang", target_lang)) if value})
+    with loading_fairseq_checkpoints(checkpoint):
+        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides=overrides)
     model = models[0]
     if not hasattr(model, "quantize_int8_"):
-        raise FConvError(f"{args.checkpoint} holds a {type(model).__name__}, not an fconv model")
-    return model, task, model_options
+        raise FConvError(f"{checkpoint} holds a {type(model).__name__}, not an fconv model")
+    if getattr(cfg.model, "int8_weights", False):
+        raise FConvError(f"{checkpoint} is an fconv-quantize (int8) checkpoint; export the float32 checkpoint "
+                         "it came from, with --int8 for int8 weights")
+    return model, task, getattr(cfg.model, "arch", None)
 
 
 def _example_inputs(model, task):
@@ -104,7 +101,8 @@ def export_graphs(model, task, directory: str) -> list:
     max_target = int(min(model.decoder.max_positions(), 100_000))
     batch, src_len = torch.export.Dim("batch", min=1), torch.export.Dim("src_len", min=1, max=max_source)
     rows, steps = torch.export.Dim("rows", min=1), torch.export.Dim("steps", min=1, max=max_target)
-    with torch.no_grad(), _quiet_exporter():
+    with torch.no_grad(), _loggers_at(_EXPORTER_LOGS), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         torch.onnx.export(
             encoder, (src_tokens,), os.path.join(directory, "encoder.onnx"), dynamo=True, opset_version=OPSET,
             input_names=["src_tokens"], output_names=["keys", "values"],
@@ -126,44 +124,35 @@ def export_graphs(model, task, directory: str) -> list:
     return step.state_shapes()
 
 
-_REGISTRY = "torch.onnx._internal.exporter._registration"
-
-
-class _quiet_exporter:
-    """The exporter's progress lines and its passes' INFO logs say nothing a user acts on."""
-
-    def __enter__(self):
-        # (torch.onnx's registry warns that torchvision's operators are missing: this model has none)
-        self._levels = {name: logging.getLogger(name).level for name in ("onnx_ir", "onnxscript", "torch.onnx", _REGISTRY)}
-        for name in self._levels:
-            logging.getLogger(name).setLevel(logging.ERROR if name == _REGISTRY else logging.WARNING)
-        self._warnings = warnings.catch_warnings()
-        self._warnings.__enter__()
-        warnings.simplefilter("ignore")
-        return self
-
-    def __exit__(self, *exc):
-        self._warnings.__exit__(*exc)
-        for name, level in self._levels.items():
+@contextlib.contextmanager
+def _loggers_at(levels: dict):
+    """Loggers (by name, "" for the root) at other levels for a while: the exporter's and the
+    quantiser's progress lines say nothing a user acts on."""
+    saved = {name: logging.getLogger(name).level for name in levels}
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    try:
+        yield
+    finally:
+        for name, level in saved.items():
             logging.getLogger(name).setLevel(level)
-        return False
+
+
+# (torch.onnx's registry warns that torchvision's operators are missing: this model has none)
+_EXPORTER_LOGS = {"onnx_ir": logging.WARNING, "onnxscript": logging.WARNING, "torch.onnx": logging.WARNING,
+                  "torch.onnx._internal.exporter._registration": logging.ERROR}
 
 
 def quantize_graphs(directory: str) -> None:
     """int8 weights per output channel; activations quantised at run time (onnxruntime)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.WARNING)  # the quantiser logs every node it leaves alone, on the root logger
-    try:
+    with _loggers_at({"": logging.WARNING}):  # the quantiser logs every node it leaves alone, on the root logger
         for name in ("encoder.onnx", "decoder.onnx"):
             path = os.path.join(directory, name)
             quantized = path + ".int8"
             quantize_dynamic(path, quantized, weight_type=QuantType.QInt8, per_channel=True)
             os.replace(quantized, path)
-    finally:
-        root.setLevel(level)
 
 
 def write_vocabulary(dictionary, path: str) -> None:
@@ -215,8 +204,8 @@ def manifest(args, model, task, arch, state_shapes) -> dict:
 def export(args) -> dict:
     """fconv-export: check the command line, load the checkpoint, write the directory."""
     check_args(args)
-    model, task, model_options = load_model(args)
-    return export_model(model, task, args.out_dir, args, getattr(model_options, "arch", None))
+    model, task, arch = load_model(args.checkpoint, args.data_bin, args.source_lang, args.target_lang)
+    return export_model(model, task, args.out_dir, args, arch)
 
 
 def export_model(model, task, out_dir: str, options, arch: str) -> dict:
