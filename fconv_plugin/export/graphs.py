@@ -70,11 +70,11 @@ class DecoderStepGraph(nn.Module):
     def forward(self, prev_tokens: Tensor, keys: Tensor, values: Tensor, padding_mask: Tensor, *states: Tensor):
         incremental_state = {}
         for conv, state in zip(self.stateful, states):
-            conv.set_incremental_state(incremental_state, "input_buffer", state)
+            conv.set_input_history(incremental_state, state)
         source = AttentionSource(keys=keys, values=values, padding_mask=padding_mask,
                                  length_scale=source_length_scale(values, padding_mask))
-        self.decoder.set_incremental_state(incremental_state, "attention_source", {"source": source})
+        self.decoder.cache_attention_source(incremental_state, source)
         logits, _ = self.decoder(prev_tokens, incremental_state=incremental_state)
         log_probs = self.decoder.get_normalized_probs((logits, None), log_probs=True)[:, -1, :]
-        new_states = [conv.get_incremental_state(incremental_state, "input_buffer") for conv in self.stateful]
+        new_states = [conv.input_history(incremental_state) for conv in self.stateful]
         return (log_probs, *new_states)

@@ -385,9 +385,9 @@ class FConvDecoder(FairseqIncrementalDecoder):
     def _attention_source(self, encoder_out, incremental_state) -> Optional[AttentionSource]:
         """Encoder outputs prepared for attention; once per sentence when decoding step by step."""
         if incremental_state is not None:
-            cached = self.get_incremental_state(incremental_state, "attention_source")
+            cached = self.cached_attention_source(incremental_state)
             if cached is not None:
-                return cached["source"]
+                return cached
         if encoder_out is None:
             return None
         source = AttentionSource.from_encoder(
@@ -396,14 +396,22 @@ class FConvDecoder(FairseqIncrementalDecoder):
         if incremental_state is not None:
             if self.share_attention_across_beam and not self.training:
                 source = source.shared_across(self.beam_size)
-            self.set_incremental_state(incremental_state, "attention_source", {"source": source})
+            self.cache_attention_source(incremental_state, source)
         return source
+
+    def cached_attention_source(self, incremental_state) -> Optional[AttentionSource]:
+        """The encoder outputs prepared for attention, kept in the decoding state."""
+        cached = self.get_incremental_state(incremental_state, "attention_source")
+        return None if cached is None else cached["source"]
+
+    def cache_attention_source(self, incremental_state, source: AttentionSource) -> None:
+        self.set_incremental_state(incremental_state, "attention_source", {"source": source})
 
     def reorder_incremental_state(self, incremental_state, new_order):
         super().reorder_incremental_state(incremental_state, new_order)
-        cached = self.get_incremental_state(incremental_state, "attention_source")
+        cached = self.cached_attention_source(incremental_state)
         if cached is not None:
-            self.set_incremental_state(incremental_state, "attention_source", {"source": cached["source"].index_select(new_order)})
+            self.cache_attention_source(incremental_state, cached.index_select(new_order))
 
     def max_positions(self):
         return _longest_sentence(self.embed_positions)

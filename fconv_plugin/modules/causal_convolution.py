@@ -47,18 +47,24 @@ class CausalWindow(FairseqIncrementalState):
 
     def _push_input(self, x: Tensor, incremental_state: IncrementalState) -> Tensor:
         """The window of the last k inputs, ``x`` the newest; the last k - 1 are kept for the next step."""
-        history = self.get_incremental_state(incremental_state, "input_buffer")
+        history = self.input_history(incremental_state)
         if history is None:
             history = x.new_zeros(x.size(0), self.kernel_size - 1, x.size(2))
         window = torch.cat([history, x[:, -1:]], dim=1)
-        self.set_incremental_state(incremental_state, "input_buffer", window[:, 1:])
+        self.set_input_history(incremental_state, window[:, 1:])
         return window
 
+    def input_history(self, incremental_state: IncrementalState) -> Optional[Tensor]:
+        """The last k - 1 inputs (batch x (k - 1) x in): this convolution's whole decoding state."""
+        return self.get_incremental_state(incremental_state, "input_buffer")
+
+    def set_input_history(self, incremental_state: IncrementalState, history: Tensor) -> None:
+        self.set_incremental_state(incremental_state, "input_buffer", history)
+
     def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor) -> None:
-        buffer = self.get_incremental_state(incremental_state, "input_buffer")
-        if buffer is not None:
-            buffer = buffer.index_select(0, new_order)
-            self.set_incremental_state(incremental_state, "input_buffer", buffer)
+        history = self.input_history(incremental_state)
+        if history is not None:
+            self.set_input_history(incremental_state, history.index_select(0, new_order))
 
 
 class CausalConvolution(CausalWindow, WeightNormConvTBC):
