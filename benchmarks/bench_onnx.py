@@ -40,7 +40,8 @@ from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
 from fconv_onnx.beam_search import generate  # noqa: E402
 from fconv_onnx.model import ExportedModel  # noqa: E402
-from fconv_plugin.export.main import export_model, parse_args as export_options  # noqa: E402
+from fconv_onnx.translate import pad_left  # noqa: E402
+from fconv_plugin.export.main import export_model, load_model, parse_args as export_options  # noqa: E402
 
 THREADS = 2
 SETTINGS = {"beam5_batch16": (5, 16), "beam1_batch1": (1, 1)}
@@ -48,17 +49,12 @@ ENGINES = ("torch float32", "torch int8", "onnx float32", "onnx int8")
 
 
 def load_quickstart(run_dir: Path):
-    from fairseq import checkpoint_utils
-
     from fconv_plugin import compat
-    from fconv_plugin.compat.safe_loading import loading_fairseq_checkpoints
 
     compat.install()
     checkpoint = run_dir / "checkpoints" / "checkpoint_best.pt"
-    with loading_fairseq_checkpoints(str(checkpoint)):
-        models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-            [str(checkpoint)], arg_overrides={"data": str(run_dir / "data-bin")})
-    return models[0], task, checkpoint
+    model, task, _ = load_model(str(checkpoint), str(run_dir / "data-bin"))
+    return model, task, checkpoint
 
 
 def directory_size(path: Path) -> int:
@@ -68,7 +64,8 @@ def directory_size(path: Path) -> int:
 class Engines:
     """The four engines of one model, each as ``translate(src_tokens, beam) -> best token lists``."""
 
-    def __init__(self, model, task, arch, workdir: Path, bpe_codes=None, max_len=(0.0, 200)):
+    def __init__(self, model, task, arch, workdir: Path, text_options=(), max_len=(0.0, 200)):
+        """``text_options``: fconv-export's tokenizer and BPE options, for a model that reads raw text."""
         self.task, self.max_len = task, max_len
         model = model.float().eval()
         int8 = copy.deepcopy(model)
@@ -77,8 +74,7 @@ class Engines:
         self.exported = {}
         for name, quantized in (("onnx float32", False), ("onnx int8", True)):
             out = workdir / name.replace(" ", "_")
-            options = export_options(["-", "-", str(out)] + (["--int8"] if quantized else [])
-                                     + (["--bpe", "subword_nmt", "--bpe-codes", str(bpe_codes)] if bpe_codes else []))
+            options = export_options(["-", "-", str(out), *text_options] + (["--int8"] if quantized else []))
             export_model(model, task, str(out), options, arch)
             self.exported[name] = ExportedModel(str(out), threads=THREADS)
         self.directories = {name: workdir / name.replace(" ", "_") for name in self.exported}
@@ -98,25 +94,13 @@ class Engines:
         return [h[0].tokens.tolist() for h in hypotheses]
 
 
-def left_padded(sentences, pad):
-    longest = max(len(s) for s in sentences)
-    batch = torch.full((len(sentences), longest), pad, dtype=torch.long)
-    for row, ids in enumerate(sentences):
-        batch[row, longest - len(ids):] = torch.tensor(ids)
-    return batch
-
-
 def quickstart_batches(run_dir: Path, task, engines: Engines, verses: int, batch_size: int):
+    """The first test verses through the export's own tokenizer and BPE, sorted by length, left-padded."""
     runtime = engines.exported["onnx float32"]
     lines = (run_dir / "test.raw.es").read_text(encoding="utf-8").splitlines()[:verses]
-    from fconv_onnx.text import TextPipeline
-
-    text = TextPipeline({"tokenizer": {"name": "moses", "source_lang": "es", "target_lang": "en",
-                                       "aggressive_dash_splits": True, "escape": True},
-                         "bpe": {"codes": "bpe.codes", "separator": "@@"}}, str(engines.directories["onnx float32"]))
-    encoded = sorted((runtime.source_vocabulary.encode(text.encode(line)) for line in lines), key=len)
+    encoded = sorted((runtime.source_vocabulary.encode(runtime.text.encode(line)) for line in lines), key=len)
     pad = task.source_dictionary.pad()
-    return [left_padded(encoded[i: i + batch_size], pad) for i in range(0, len(encoded), batch_size)]
+    return [torch.from_numpy(pad_left(encoded[i: i + batch_size], pad)) for i in range(0, len(encoded), batch_size)]
 
 
 def measure(engines: Engines, batches_by_setting, repetitions: int):
@@ -168,7 +152,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = args.run_dir.resolve()
         model, task, checkpoint = load_quickstart(run_dir)
-        engines = Engines(model, task, "fconv_iwslt_de_en", Path(tmp) / "quickstart", bpe_codes=run_dir / "codes")
+        engines = Engines(model, task, "fconv_iwslt_de_en", Path(tmp) / "quickstart",
+                          text_options=("--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", str(run_dir / "codes")))
         batches = {"beam5_batch16": quickstart_batches(run_dir, task, engines, args.verses, 16),
                    "beam1_batch1": quickstart_batches(run_dir, task, engines, args.verses // 4, 1)}
         from fconv_plugin.cli.quantize import quantize_checkpoint
