@@ -154,9 +154,8 @@ class AttentionLayer(nn.Module):
         scores = attention_product(query, source.keys, self.batch_invariant)
         if source.padding_mask is not None:
             scores = scores.masked_fill(source.padding_mask.unsqueeze(1), float("-inf"))
-        if self.batch_invariant:  # the sum over a padded source, too, in float64
-            weights = torch.softmax(scores.double(), dim=-1).to(scores.dtype).view(rows, steps, -1)
-        else:
-            weights = torch.softmax(scores, dim=-1).view(rows, steps, -1)
+        # batch-invariant: the softmax's sum over a padded source in float64 too
+        weights = torch.softmax(scores.double() if self.batch_invariant else scores, dim=-1).to(scores.dtype)
+        weights = weights.view(rows, steps, -1)
         context = source.read(weights, self.batch_invariant)
         return (self.out_projection(context) + h) * SQRT_HALF, weights
