@@ -9,7 +9,7 @@ from fairseq.data import Dictionary
 from fairseq.models import fconv as reference_fconv  # the reference implementation
 
 import fconv_plugin  # noqa: F401  (registers the plugin)
-from fconv_plugin.compat.safe_loading import loading_fairseq_checkpoints
+from fconv_plugin.checkpoint_io import loading_fairseq_checkpoints
 from fconv_plugin.models import ARCHITECTURES, FConvModel
 
 

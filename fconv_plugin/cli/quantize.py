@@ -15,14 +15,12 @@ model from it with ``--user-dir`` and nothing else.
 import argparse
 import os
 import sys
-import tempfile
 
 import torch
 from fairseq import checkpoint_utils
 
 from .. import compat
-from ..compat.atomic_checkpoints import new_file_mode
-from ..compat.safe_loading import loading_fairseq_checkpoints
+from ..checkpoint_io import read_checkpoint_file, write_atomically
 from ..errors import FConvError
 
 
@@ -40,8 +38,7 @@ def quantize_checkpoint(source: str, destination: str, data: str = None) -> dict
         raise FConvError(f"{source}: no such checkpoint file")
     if os.path.exists(destination):
         raise FConvError(f"{destination} exists; give a new file name (nothing was overwritten)")
-    with loading_fairseq_checkpoints(source):
-        state = torch.load(source, map_location="cpu")  # as saved: fairseq rewrites options when it loads
+    state = read_checkpoint_file(source)  # as saved: fairseq rewrites options when it loads
     model_options = (state.get("cfg") or {}).get("model") or state.get("args")
     if not isinstance(model_options, argparse.Namespace):
         raise FConvError(f"{source} has no model options fconv-quantize knows; load and save it with fairseq 0.12 first")
@@ -65,17 +62,7 @@ def quantize_checkpoint(source: str, destination: str, data: str = None) -> dict
     model_options.int8_weights = True
     state["model"] = model.state_dict()
     state["last_optimizer_state"] = None
-    directory = os.path.dirname(os.path.abspath(destination))
-    handle, tmp_path = tempfile.mkstemp(prefix=os.path.basename(destination) + ".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(handle, "wb") as f:
-            torch.save(state, f)
-        os.chmod(tmp_path, new_file_mode())  # as a file opened for writing would be (mkstemp: 0600)
-        os.replace(tmp_path, destination)  # whole or not at all
-    except BaseException:
-        if os.path.exists(tmp_path):
-            os.remove(tmp_path)
-        raise
+    write_atomically(destination, lambda f: torch.save(state, f))  # whole or not at all
     return {"input": os.path.getsize(source), "output": os.path.getsize(destination), "float_weights": float_bytes}
 
 

@@ -5,7 +5,7 @@ rename) but makes the others — ``checkpoint_last.pt``, ``checkpoint_best.pt`` 
 plain file copy. A run killed during that copy leaves a truncated
 ``checkpoint_last.pt``, and the restart that should resume from it fails. Copies of
 local files now go through a temporary file in the same directory and an atomic
-``os.replace``; temporary files a killed copy left behind are removed by the next
+``os.replace`` (``fconv_plugin.checkpoint_io``); temporary files a killed copy left behind are removed by the next
 copy to the same checkpoint. The copy gets the permissions a plain copy would
 (``0666`` less the umask), not ``mkstemp``'s private ``0600``.
 
@@ -18,48 +18,19 @@ to the same directory removes such leftovers first.
 
 import glob
 import os
-import shutil
-import tempfile
 
 from fairseq import checkpoint_utils, file_io
 
+from ..checkpoint_io import copy_atomically
 from ..errors import FConvError
 from ._patching import patch
-
-
-def atomic_copy(src_path: str, dst_path: str) -> bool:
-    """Copy ``src_path`` to ``dst_path`` so that ``dst_path`` is always whole."""
-    directory = os.path.dirname(os.path.abspath(dst_path))
-    prefix = os.path.basename(dst_path) + "."
-    for stale in glob.glob(os.path.join(glob.escape(directory), glob.escape(prefix) + "*.tmp")):
-        os.remove(stale)
-    handle, tmp_path = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(handle, "wb") as tmp, open(src_path, "rb") as src:
-            shutil.copyfileobj(src, tmp, length=16 * 1024 * 1024)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.chmod(tmp_path, new_file_mode())
-        os.replace(tmp_path, dst_path)
-    except BaseException:
-        if os.path.exists(tmp_path):
-            os.remove(tmp_path)
-        raise
-    return True
-
-
-def new_file_mode() -> int:
-    """The mode ``open(path, "w")`` gives a new file: 0666 less this process's umask."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o666 & ~mask
 
 
 def _copy(original):
     def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
         if file_io.IOPathManager is not None or "://" in str(src_path) + str(dst_path):
             return original(src_path, dst_path, overwrite)
-        return atomic_copy(src_path, dst_path)
+        return copy_atomically(src_path, dst_path)
 
     return staticmethod(copy)
 

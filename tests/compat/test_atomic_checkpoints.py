@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from fairseq.file_io import PathManager
 
-from fconv_plugin.compat.atomic_checkpoints import atomic_copy
+from fconv_plugin.checkpoint_io import copy_atomically
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,7 @@ def test_leftovers_of_a_killed_copy_are_removed_by_the_next_copy(tmp_path):
     source.write_bytes(b"x" * 10)
     leftover = tmp_path / "checkpoint_best.pt.abc123.tmp"
     leftover.write_bytes(b"half")
-    atomic_copy(str(source), str(tmp_path / "checkpoint_best.pt"))
+    copy_atomically(str(source), str(tmp_path / "checkpoint_best.pt"))
     assert not leftover.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pt", "checkpoint_best.pt"]
 
@@ -96,7 +96,7 @@ def test_a_copy_gets_the_permissions_fairseqs_plain_copy_gives(tmp_path):
         try:
             plain, atomic = tmp_path / f"plain-{umask:o}.pt", tmp_path / f"atomic-{umask:o}.pt"
             shutil.copyfile(source, plain)  # what fairseq's PathManager.copy does without the plugin
-            atomic_copy(str(source), str(atomic))
+            copy_atomically(str(source), str(atomic))
         finally:
             os.umask(previous)
         assert stat.S_IMODE(atomic.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode) == 0o666 & ~umask

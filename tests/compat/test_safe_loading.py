@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import torch
 from fairseq import checkpoint_utils
 
-from fconv_plugin.compat.safe_loading import loading_fairseq_checkpoints
+from fconv_plugin.checkpoint_io import loading_fairseq_checkpoints
 from fconv_plugin.errors import FConvError
 
 
