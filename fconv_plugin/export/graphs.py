@@ -14,7 +14,6 @@ A runtime keeps one row of state per hypothesis and reorders the rows with the b
 import copy
 from typing import List, Tuple
 
-import torch
 from torch import Tensor, nn
 
 from ..errors import FConvError
@@ -29,8 +28,8 @@ def exportable_copy(model: nn.Module) -> nn.Module:
                          "serve them with fairseq-interactive or fconv-serve")
     model = copy.deepcopy(model).float().eval()
     fold_weight_norm_(model)
-    model.decoder.need_attn = False
-    model.decoder.share_attention_across_beam = False  # one row of keys per hypothesis, as the runtime keeps them
+    # no attention returned; one row of keys per hypothesis, as the runtime keeps them
+    model.decoder.make_generation_fast_(need_attn=False, beamable_mm_beam_size=None)
     return model
 
 
@@ -42,7 +41,8 @@ class EncoderGraph(nn.Module):
         self.encoder = model.encoder
 
     def forward(self, src_tokens: Tensor) -> Tuple[Tensor, Tensor]:
-        out = self.encoder(src_tokens)
+        # the mask always: one graph serves padded and unpadded batches
+        out = self.encoder.encode(src_tokens, src_tokens.eq(self.encoder.padding_idx))
         source = AttentionSource.from_encoder(out["encoder_out"], out["encoder_padding_mask"])
         return source.keys, source.values
 

@@ -5,6 +5,7 @@ interface (options, building from a task, incremental decoding, checkpoints). Mo
 and parameter names follow fairseq's built-in fconv so checkpoints load both ways.
 """
 
+import copy
 import os
 from typing import Dict, List, Optional
 
@@ -13,7 +14,7 @@ from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, FairseqIn
 from fairseq.modules import FairseqDropout
 from torch import Tensor, nn
 
-from ..compat.safe_loading import loading_fairseq_checkpoints
+from ..checkpoint_io import loading_fairseq_checkpoints
 from ..errors import FConvError
 from ..layer_spec import parse_attention, parse_conv_layers
 from ..modules import (
@@ -139,14 +140,23 @@ class FConvModel(FairseqEncoderDecoderModel):
         """Matrix products and embedding tables in int8 (modules/int8.py); inference only.
 
         A decoder embedding shared with the output layer (--share-input-output-embed)
-        stays float32, as that output layer does. The attention's products are summed
-        in float64 (``attention_product``): int8 rounding would otherwise turn their
-        batch-dependent last bits into batch-dependent translations."""
+        stays float32, as that output layer does. The attention's sums become their
+        batch-invariant (float64) form, so a sentence's answer never depends on its batch."""
         shared_embedding = [self.decoder.embed_tokens] if self.decoder.share_input_output_embed else []
         swap_in_int8_modules_(self, keep=shared_embedding)
-        for attention in self.decoder.attention:  # a sentence's answer must not depend on its batch
-            if attention is not None:
-                attention.batch_invariant = True
+
+    def returning_attention(self) -> "FConvModel":
+        """This model, sharing every weight and module, with a decoder that returns its
+        averaged attention in generation (alignments, ``--replace-unk``).
+
+        A view for one caller: the model itself keeps the setting it was built or
+        prepared with, so other callers of the same model are unaffected."""
+        view = copy.copy(self)
+        view._modules = dict(self._modules)
+        decoder = copy.copy(self.decoder)
+        decoder.need_attn = True
+        view._modules["decoder"] = decoder
+        return view
 
     def set_beam_size(self, beam_size: int) -> None:
         """fairseq's SequenceGenerator tells the model its beam size (see the decoder's)."""
@@ -220,7 +230,16 @@ class FConvEncoder(FairseqEncoder):
         self.fc2 = WeightNormLinear(self.plans[-1].out_channels, embed_dim)
 
     def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None, **unused) -> Dict[str, object]:
-        """Returns z and (z + e)·√0.5, both batch x src_len x embed_dim, and the padding mask."""
+        """Returns z and (z + e)·√0.5, both batch x src_len x embed_dim, and the padding mask
+        (None for a batch without padding)."""
+        padding_mask = src_tokens.eq(self.padding_idx)
+        return self.encode(src_tokens, padding_mask if padding_mask.any() else None)
+
+    def encode(self, src_tokens: Tensor, padding_mask: Optional[Tensor]) -> Dict[str, object]:
+        """``forward`` with the padding mask given (True at padding; None: no padding).
+
+        A graph that serves padded and unpadded batches alike (the ONNX export) passes
+        the mask always; all False gives the same outputs."""
         _check_length(src_tokens, self.padding_idx, self.max_positions(), "source", "--max-source-positions")
         x = self.embed_tokens(src_tokens)
         if self.embed_positions is not None:
@@ -229,9 +248,6 @@ class FConvEncoder(FairseqEncoder):
         input_embedding = x
 
         x = self.fc1(x)
-        padding_mask = src_tokens.eq(self.padding_idx)
-        if not torch.compiler.is_exporting() and not padding_mask.any():  # an exported graph serves padded batches
-            padding_mask = None
         x = x.transpose(0, 1)  # time x batch x channel for the convolutions
         time_padding = None if padding_mask is None else padding_mask.t().unsqueeze(-1)
 
@@ -323,12 +339,16 @@ class FConvDecoder(FairseqIncrementalDecoder):
                 raise FConvError("--pointer-generator copies through the attention; give at least one layer attention")
             self.pointer_generator = PointerGenerator(out_embed_dim, embed_dim, embed_dim)
 
-    def forward(self, prev_output_tokens: Tensor, encoder_out=None, incremental_state=None, **unused):
+    def forward(self, prev_output_tokens: Tensor, encoder_out=None, incremental_state=None,
+                details: Optional[Dict[str, object]] = None, **unused):
         """Returns logits (batch x tgt_len x vocab) and the attention averaged over layers.
 
         With the pointer-generator the first output is log-probabilities of the mixture
         of generating and copying instead. With ``incremental_state`` only the last
-        target position is computed.
+        target position is computed. A ``details`` dict is filled with what the paper's
+        figures show: ``attention``, every attention layer's weights (batch x tgt x src
+        each, §3.3), and for a copying model ``p_gen`` (batch x tgt), the probability of
+        generating rather than copying.
         """
         incremental = incremental_state is not None
         source = self._attention_source(encoder_out, incremental_state)
@@ -345,7 +365,7 @@ class FConvDecoder(FairseqIncrementalDecoder):
         # Full sequences run the convolutions time-major; single steps stay batch-major.
         x = _swap_time_and_batch(x, incremental)
         copying = self.pointer_generator is not None
-        want_attention = copying or (not self.training and self.need_attn)
+        want_attention = copying or details is not None or (not self.training and self.need_attn)
         attention_weights: List[Tensor] = []
 
         def convolve(index: int, x: Tensor) -> Tensor:
@@ -369,11 +389,15 @@ class FConvDecoder(FairseqIncrementalDecoder):
         x = self.fc3(x)
         average_attention = sum(attention_weights) / self.num_attention_layers if attention_weights else None
         if copying:
-            x = self.pointer_generator(
-                x, state, source.read(average_attention), target_embedding, average_attention, source.tokens_per_row()
-            )
+            context = self.pointer_generator.context(source, average_attention)
+            x = self.pointer_generator(x, state, context, target_embedding, average_attention, source.tokens_per_row())
+            if details is not None:
+                gate_logit = self.pointer_generator.generation_probability(state, context, target_embedding)
+                details["p_gen"] = torch.sigmoid(gate_logit).squeeze(-1)
             if not (self.need_attn and not self.training):
                 average_attention = None
+        if details is not None:
+            details["attention"] = attention_weights
         return x, average_attention
 
     def get_normalized_probs(self, net_output, log_probs, sample=None):

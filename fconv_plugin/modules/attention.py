@@ -15,6 +15,10 @@ In beam search every sentence's encoder outputs are repeated once per hypothesis
 queries of a sentence's hypotheses then go through one matrix product against one
 copy of its keys and values (the idea of fairseq's BeamableMM), and reordering the
 beams moves nothing unless whole sentences leave the batch.
+
+The three sums over the source (the scores d·z, the softmax, the weighted read) are
+one small module, ``AttentionSums``: float32 as torch computes them. int8 models swap in
+a form that sums in float64 (``modules/int8.py``), the way they swap their other layers.
 """
 
 import math
@@ -52,12 +56,12 @@ class AttentionSource:
             tokens=tokens,
         )
 
-    def read(self, weights: Tensor, batch_invariant: bool = False) -> Tensor:
+    def read(self, weights: Tensor, sums: "AttentionSums") -> Tensor:
         """c_i = Σ_j a_ij (z_j + e_j) · s√(1/s) for attention weights (decoder rows x tgt x src)."""
         rows, steps = weights.shape[:2]
         if self.copies > 1:  # a sentence's hypotheses together against its one copy
             weights = weights.reshape(rows // self.copies, self.copies * steps, -1)
-        context = attention_product(weights, self.values, batch_invariant) * self.length_scale
+        context = sums.product(weights, self.values) * self.length_scale
         return context.view(rows, steps, -1)
 
     def tokens_per_row(self) -> Tensor:
@@ -122,18 +126,24 @@ def source_length_scale(values: Tensor, padding_mask: Optional[Tensor]) -> Union
     return (lengths * lengths.rsqrt()).to(values.dtype)
 
 
-def attention_product(a: Tensor, b: Tensor, batch_invariant: bool = False) -> Tensor:
-    """``torch.bmm(a, b)``. With ``batch_invariant`` summed in float64 and rounded back.
+class AttentionSums(nn.Module):
+    """The attention's sums over the source: batched products and the softmax, in float32.
 
-    bmm's float32 result for one sentence differs in the last bits with the number of
-    sentences in the call (the library picks other kernels and splits); in float64 those
-    differences are ~1e-16 and vanish in the rounding, so a sentence gets the same
-    numbers alone or batched. int8 models need this: their activations are rounded to
-    8 bits, which turns a last-bit difference into a different translation now and then.
-    """
-    if not batch_invariant:
+    No parameters: it adds nothing to the state dict. Its int8 form
+    (``modules/int8.BatchInvariantSums``) sums in float64 instead."""
+
+    def product(self, a: Tensor, b: Tensor) -> Tensor:
+        """``torch.bmm(a, b)``."""
         return torch.bmm(a, b)
-    return torch.bmm(a.double(), b.double()).to(a.dtype)
+
+    def softmax(self, scores: Tensor) -> Tensor:
+        """Softmax over the last (source) dimension."""
+        return torch.softmax(scores, dim=-1)
+
+    def precise(self, values: Tensor) -> Tensor:
+        """``values`` in the precision for functions of source positions (a copying
+        model's log and softplus per source word): as they are."""
+        return values
 
 
 class AttentionLayer(nn.Module):
@@ -143,7 +153,7 @@ class AttentionLayer(nn.Module):
         super().__init__()
         self.in_projection = WeightNormLinear(conv_channels, embed_dim)
         self.out_projection = WeightNormLinear(embed_dim, conv_channels)
-        self.batch_invariant = False  # see attention_product; set for int8 models
+        self.sums = AttentionSums()
 
     def forward(self, h: Tensor, target_embedding: Tensor, source: AttentionSource) -> Tuple[Tensor, Tensor]:
         """``h``: batch x tgt_len x channels. Returns the new state and a (b x tgt x src)."""
@@ -151,11 +161,9 @@ class AttentionLayer(nn.Module):
         rows, steps = query.shape[:2]
         if source.copies > 1:  # a sentence's hypotheses together: sentences x copies·tgt x embed
             query = query.reshape(rows // source.copies, source.copies * steps, -1)
-        scores = attention_product(query, source.keys, self.batch_invariant)
+        scores = self.sums.product(query, source.keys)
         if source.padding_mask is not None:
             scores = scores.masked_fill(source.padding_mask.unsqueeze(1), float("-inf"))
-        # batch-invariant: the softmax's sum over a padded source in float64 too
-        weights = torch.softmax(scores.double() if self.batch_invariant else scores, dim=-1).to(scores.dtype)
-        weights = weights.view(rows, steps, -1)
-        context = source.read(weights, self.batch_invariant)
+        weights = self.sums.softmax(scores).view(rows, steps, -1)
+        context = source.read(weights, self.sums)
         return (self.out_projection(context) + h) * SQRT_HALF, weights

@@ -7,7 +7,11 @@ quantised on the fly, each row (one position of one sentence) with its own scale
 the int8 × int8 product is summed exactly in int32 (``torch._int_mm``). So a row's
 result depends on that row alone, never on the sentences batched with it: a server
 that batches requests gives each sentence the answer it would get alone. The
-attention itself (softmax over dot products with the encoder states) stays in float32.
+attention's own sums (dot products with the encoder states, the softmax, the weighted
+read, and a copying model's mixture) run in float64 and are rounded back
+(``BatchInvariantSums``): float32's batched products differ in their last bits with
+the number of sentences in the call, and int8 rounding would turn those bits into a
+different translation now and then.
 Embedding tables are stored the same way, and a looked-up row is turned back into
 float32.
 
@@ -26,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .attention import AttentionSums
 from .causal_convolution import CausalConvolution, CausalWindow
 from .embeddings import LearnedPositionalEmbedding, TokenEmbedding, positions_to_embed
 from .layer_swap import replace_layers_
@@ -186,7 +191,32 @@ class Int8PositionalEmbedding(Int8Embedding):
         return super().forward(positions_to_embed(tokens, self.padding_idx, last_step_only))
 
 
+class BatchInvariantSums(AttentionSums):
+    """The attention's sums in float64, rounded back: the int8 form of ``AttentionSums``.
+
+    torch's float32 ``bmm`` gives one sentence other last bits depending on how many
+    sentences share the call (other kernels, other splits); in float64 those
+    differences are ~1e-16 and vanish in the rounding, so a sentence gets the same
+    numbers alone or batched."""
+
+    @classmethod
+    def from_float(cls, _sums: AttentionSums) -> "BatchInvariantSums":
+        return cls()
+
+    def product(self, a: Tensor, b: Tensor) -> Tensor:
+        return torch.bmm(a.double(), b.double()).to(a.dtype)
+
+    def softmax(self, scores: Tensor) -> Tensor:
+        return torch.softmax(scores.double(), dim=-1).to(scores.dtype)
+
+    def precise(self, values: Tensor) -> Tensor:
+        """float64: torch's vectorised and scalar log differ in the last bit, and which one
+        a source position gets depends on the batch's source length."""
+        return values.double()
+
+
 INT8_FORMS: Dict[type, Type[nn.Module]] = {
+    AttentionSums: BatchInvariantSums,
     WeightNormLinear: Int8Linear,
     WeightNormConvTBC: Int8ConvTBC,
     CausalConvolution: Int8CausalConvolution,

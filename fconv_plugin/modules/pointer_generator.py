@@ -20,31 +20,41 @@ vocabulary, a saturated gate never turns into log 0, and padding (attention 0) g
 copy probability of ``COPY_FLOOR`` instead of 0, which keeps its gradient finite.
 """
 
+from typing import Optional
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .attention import AttentionSource, AttentionSums
 from .weight_norm import WeightNormLinear
 
 COPY_FLOOR = 1e-30
 """Copy probability of a word the source does not contain (its log is finite)."""
 
+PLAIN_SUMS = AttentionSums()
 
-def mix_generate_and_copy(logits: Tensor, gate_logit: Tensor, attention: Tensor, source_tokens: Tensor) -> Tensor:
+
+def mix_generate_and_copy(logits: Tensor, gate_logit: Tensor, attention: Tensor, source_tokens: Tensor,
+                          sums: Optional[AttentionSums] = None) -> Tensor:
     """log(p_gen · softmax(logits) + (1 − p_gen) · Σ_{j: x_j = w} a_j) for every word w.
 
     ``logits`` b x t x vocab, ``gate_logit`` (p_gen = σ(gate_logit)) b x t x 1,
-    ``attention`` b x t x s, ``source_tokens`` b x s.
+    ``attention`` b x t x s, ``source_tokens`` b x s. ``sums`` sums over the source and
+    sets the precision of the functions of source positions (default: float32, as torch).
     """
+    sums = PLAIN_SUMS if sums is None else sums
+    gate_logit, attention = sums.precise(gate_logit), sums.precise(attention)
     log_p_gen = F.logsigmoid(gate_logit)
     generate = F.log_softmax(logits, dim=-1)
     same_word = source_tokens.unsqueeze(2).eq(source_tokens.unsqueeze(1))  # b x s x s
-    copy = torch.bmm(attention, same_word.type_as(attention))  # copy_w at each of w's positions
+    copy = sums.product(attention, same_word.type_as(attention))  # copy_w at each of w's positions
     first = ~same_word.tril(-1).any(dim=-1, keepdim=True).transpose(1, 2)  # b x 1 x s: w's first position
     index = source_tokens.unsqueeze(1).expand_as(attention)
     generated_there = generate.gather(2, index) + log_p_gen
     correction = F.softplus(F.logsigmoid(-gate_logit) + copy.clamp_min(COPY_FLOOR).log() - generated_there)
-    return (generate + log_p_gen).scatter_add_(2, index, correction * first.type_as(correction))
+    correction = (correction * first.type_as(correction)).to(generate.dtype)
+    return (generate + log_p_gen.to(generate.dtype)).scatter_add_(2, index, correction)
 
 
 class PointerGenerator(nn.Module):
@@ -53,6 +63,11 @@ class PointerGenerator(nn.Module):
     def __init__(self, state_dim: int, context_dim: int, embed_dim: int):
         super().__init__()
         self.gate = WeightNormLinear(state_dim + context_dim + embed_dim, 1)
+        self.sums = AttentionSums()  # the sums over the source, as the attention layers' (int8: float64)
+
+    def context(self, source: AttentionSource, attention: Tensor) -> Tensor:
+        """c_i = Σ_j ā_ij (z_j + e_j), the averaged attention's read of the source."""
+        return source.read(attention, self.sums)
 
     def generation_probability(self, state: Tensor, context: Tensor, target_embedding: Tensor) -> Tensor:
         """p_gen's logit (b x t x 1) from h_i, c_i and g_i."""
@@ -69,4 +84,4 @@ class PointerGenerator(nn.Module):
     ) -> Tensor:
         """Log-probabilities (b x t x vocab) of the mixture."""
         gate_logit = self.generation_probability(state, context, target_embedding)
-        return mix_generate_and_copy(logits, gate_logit, attention.type_as(logits), source_tokens)
+        return mix_generate_and_copy(logits, gate_logit, attention.type_as(logits), source_tokens, self.sums)

@@ -2,6 +2,7 @@
 
 import copy
 
+import pytest
 import torch
 
 from fconv_plugin.modules.embeddings import TokenEmbedding
@@ -92,17 +93,21 @@ def test_int8_state_dict_names_follow_the_float_ones_as_fconv_quantize_checkpoin
     assert set(int8_state) == expected
 
 
-def test_a_sentence_gets_the_same_int8_translation_alone_and_in_a_padded_batch():
+@pytest.mark.parametrize("copying", [False, True], ids=["plain", "copying"])
+def test_a_sentence_gets_the_same_int8_translation_alone_and_in_a_padded_batch(copying):
     """What a server batching requests needs: rounding activations to 8 bits must not turn
-    the batch's last-bit differences (attention products, the length scale) into other answers."""
+    the batch's last-bit differences (attention products, the length scale, a copying
+    model's context, copy sums and per-word logs) into other answers."""
     from fairseq.sequence_generator import SequenceGenerator
 
     torch.manual_seed(5)
-    model = build_plugin_model("fconv_iwslt_de_en", TASK, **SMALL).eval()
+    task, target = (DictionaryTask(SRC, SRC), SRC) if copying else (TASK, TGT)  # copying needs one dictionary
+    model = build_plugin_model("fconv_iwslt_de_en", task, pointer_generator=copying, **SMALL).eval()
     model.quantize_int8_()
-    src, lengths, _, _ = translation_batch(SRC, TGT, [3, 11, 7, 5, 9, 2, 11, 6], [1] * 8, seed=2)
+    assert (model.decoder.pointer_generator is not None) == copying
+    src, lengths, _, _ = translation_batch(SRC, target, [3, 11, 7, 5, 9, 2, 11, 6], [1] * 8, seed=2)
     for beam in (1, 5):
-        generator = SequenceGenerator([model], TGT, beam_size=beam, max_len_b=12)
+        generator = SequenceGenerator([model], target, beam_size=beam, max_len_b=12)
         with torch.no_grad():
             together = generator.generate([model], {"net_input": {"src_tokens": src, "src_lengths": lengths}})
             for row in range(src.size(0)):

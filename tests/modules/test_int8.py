@@ -182,3 +182,60 @@ def test_a_layer_without_an_int8_form_is_refused_by_name():
     holder = nn.Sequential(MyLinear(3, 3))
     with pytest.raises(FConvError, match="MyLinear has no int8 form"):
         swap_in_int8_modules_(holder)
+
+
+def test_the_attentions_sums_in_int8_models_are_float64_sums_rounded_back():
+    from fconv_plugin.modules.attention import AttentionSums
+    from fconv_plugin.modules.int8 import BatchInvariantSums
+
+    torch.manual_seed(0)
+    sums = BatchInvariantSums.from_float(AttentionSums())
+    a, b = torch.randn(3, 4, 5), torch.randn(3, 5, 6)
+    assert torch.equal(sums.product(a, b), torch.bmm(a.double(), b.double()).float())
+    scores = torch.randn(2, 3, 7)
+    scores[0, :, :2] = float("-inf")  # padding
+    assert torch.equal(sums.softmax(scores), torch.softmax(scores.double(), dim=-1).float())
+    # one sentence's rows give the same bits alone as among 64
+    queries, keys = torch.randn(64, 9, 50), torch.randn(64, 50, 30)
+    assert torch.equal(sums.product(queries, keys)[5:6], sums.product(queries[5:6], keys[5:6]))
+
+
+def test_quantising_a_copying_model_swaps_every_attention_sum_and_adds_no_state():
+    from fconv_plugin.modules.int8 import BatchInvariantSums
+    from tests.support import DictionaryTask, build_plugin_model, make_dictionary
+
+    words = make_dictionary(30)
+    model = build_plugin_model("fconv_gigaword_copy", DictionaryTask(words, words),
+                               encoder_layers="[(32, 3)] * 2", decoder_layers="[(32, 3)] * 2",
+                               encoder_embed_dim=16, decoder_embed_dim=16, decoder_out_embed_dim=16)
+    names = set(model.state_dict())
+    model.quantize_int8_()
+    attention_sums = [layer.sums for layer in model.decoder.attention if layer is not None]
+    assert attention_sums and all(type(s) is BatchInvariantSums for s in attention_sums)
+    assert type(model.decoder.pointer_generator.sums) is BatchInvariantSums
+    assert not any("sums" in name for name in names | set(model.state_dict()))
+
+
+def test_the_int8_mixture_gives_a_sentence_the_same_bits_alone_and_beside_a_longer_padded_source():
+    """The mixture's log and softplus run per source position; torch's vectorised and scalar
+    forms differ in the last bit, so the float32 form may change with the batch's width."""
+    from fconv_plugin.modules.attention import AttentionSums
+    from fconv_plugin.modules.int8 import BatchInvariantSums
+    from fconv_plugin.modules.pointer_generator import mix_generate_and_copy
+
+    sums = BatchInvariantSums.from_float(AttentionSums())
+    generator = torch.Generator().manual_seed(3)
+    pad, vocab = 1, 44
+    for length, width in [(3, 11), (5, 37), (2, 16), (9, 9)]:
+        logits, gate = torch.randn(8, 4, vocab, generator=generator), torch.randn(8, 4, 1, generator=generator)
+        source = torch.randint(4, vocab, (8, width), generator=generator)
+        source[0, : width - length] = pad  # the sentence of row 0 is left-padded in the batch
+        scores = torch.randn(8, 4, width, generator=generator).masked_fill(source.eq(pad).unsqueeze(1), float("-inf"))
+        attention = torch.softmax(scores, dim=-1)
+        together = mix_generate_and_copy(logits, gate, attention, source, sums)
+        alone = mix_generate_and_copy(logits[:1], gate[:1], attention[:1, :, width - length:], source[:1, width - length:], sums)
+        words = [w for w in range(vocab) if w != pad]  # padding's own column gets the padding's copy floor
+        assert torch.equal(together[0][..., words], alone[0][..., words]), (length, width)
+        # and the float64 form is the float32 mixture to rounding
+        plain = mix_generate_and_copy(logits, gate, attention, source)
+        assert (together - plain)[..., words].abs().max() < 1e-5
