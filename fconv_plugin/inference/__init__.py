@@ -1,0 +1,37 @@
+"""The inference core: a trained model, text in, translations out.
+
+One layer between the fairseq model (``fconv_plugin.models``) and the faces that run it
+(``fconv-translate``, ``fconv-serve``, ``fconv-attention``, ``fconv-unk-dict``, the
+export's checks). It imports neither the faces nor the host fixes (``compat``).
+
+    from fconv_plugin.inference import Translator
+    translator = Translator.from_pretrained("checkpoints/checkpoint_best.pt", "data-bin",
+                                            tokenizer="moses", bpe="subword_nmt", bpe_codes="codes")
+    translator.translate(["Y dijo Dios: Sea la luz."], beam=5)[0].text
+    translator.translate_document(open("chapter.txt").read()).text
+
+- ``translator.py``: loading (safely), tokenizer and BPE, batching and fairseq's beam search;
+- ``documents.py``: documents into sentences and back, long sentences split;
+- ``attention.py``: each attention layer's weights and p_gen, by teacher forcing;
+- ``results.py``: what a call returns.
+"""
+
+from .documents import SplitDocument, split_document, split_long_sentence, split_sentences, translate_document
+from .results import DocumentTranslation, Hypothesis, LayerAttention, Translation
+from .translator import GenerationOptions, Translator, load_unk_dictionary, unk_replaced_text
+
+__all__ = [
+    "DocumentTranslation",
+    "GenerationOptions",
+    "Hypothesis",
+    "LayerAttention",
+    "SplitDocument",
+    "Translation",
+    "Translator",
+    "load_unk_dictionary",
+    "split_document",
+    "split_long_sentence",
+    "split_sentences",
+    "translate_document",
+    "unk_replaced_text",
+]

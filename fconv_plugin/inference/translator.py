@@ -1,0 +1,328 @@
+"""A trained model behind one call: sentences in, translations out, the way fairseq-interactive does it.
+
+Every step is fairseq's own public API (the task, the ensemble loader, the task's
+batching of raw tokens, ``task.inference_step`` with fairseq's beam search, the
+dictionary's ``string``, BPE then tokenizer decoding), so a sentence's text is
+fairseq-interactive's D- line for the same options. Options live on the call: the
+model is never changed by one, and a call that wants the attention (alignments,
+``--replace-unk``) generates with a view of the model that returns it
+(``FConvModel.returning_attention``).
+"""
+
+import ast
+import copy
+import math
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, fields, replace
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+from fairseq import checkpoint_utils, tasks, utils
+
+from ..checkpoint_io import loading_fairseq_checkpoints
+from ..errors import FConvError
+from ..modules.int8 import Int8Weight
+from ..modules.unk_replacement import attended_source_positions, replace_unknown_words
+from .attention import layer_attention, readable
+from .documents import translate_document
+from .results import DocumentTranslation, Hypothesis, LayerAttention, Translation
+
+LN2 = math.log(2)
+DEFAULT_MAX_TOKENS = 4000  # source tokens in one generation call when the options give no bound
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    """fairseq's generation options a call may set (its ``--beam``, ``--lenpen``, ...)."""
+
+    beam: int = 5
+    nbest: int = 1
+    lenpen: float = 1.0
+    unkpen: float = 0.0
+    min_len: int = 1
+    max_len_a: float = 0.0
+    max_len_b: int = 200
+    no_repeat_ngram_size: int = 0
+
+    @classmethod
+    def from_cfg(cls, generation) -> "GenerationOptions":
+        return cls(**{f.name: getattr(generation, f.name) for f in fields(cls)})
+
+    def check(self) -> None:
+        if self.beam < 1 or self.nbest < 1 or self.nbest > self.beam:
+            raise FConvError(f"beam {self.beam} and nbest {self.nbest}: give beam >= 1 and 1 <= nbest <= beam")
+
+
+def load_unk_dictionary(replace_unk) -> Optional[Dict[str, str]]:
+    """``--replace-unk``'s value as a dictionary: None (off), {} (copy the source word), or
+    the ``source target`` pairs of a file. A bare ``--replace-unk`` reaches fairseq as "@@ "."""
+    if replace_unk is None or replace_unk is False:
+        return None
+    if replace_unk is True or (isinstance(replace_unk, str) and replace_unk.strip() in ("", "@@")):
+        return {}
+    if isinstance(replace_unk, dict):
+        return dict(replace_unk)
+    if not os.path.isfile(replace_unk):
+        raise FConvError(f"--replace-unk {replace_unk}: no such file; give a 'source target' dictionary or no value to copy source words")
+    dictionary = {}
+    with open(replace_unk, encoding="utf-8") as f:
+        for line in f:
+            columns = line.split()
+            if len(columns) >= 2:
+                dictionary[columns[0]] = columns[1]
+    return dictionary
+
+
+def unk_replaced_text(hypo_tokens, attended_positions, source_words, tgt_dict, unk_dictionary, ignore, remove_bpe) -> str:
+    """The hypothesis' text with every <unk> replaced (§5.1), then BPE removed as
+    fairseq's ``--post-process`` does."""
+    from fairseq.data import data_utils
+
+    words = replace_unknown_words(hypo_tokens, attended_positions, source_words, tgt_dict, unk_dictionary, set(ignore))
+    text = " ".join(words)
+    return data_utils.post_process(text, remove_bpe) if remove_bpe is not None else text
+
+
+class Translator:
+    """One model with its task, tokenizer and BPE, built from fairseq-interactive's options.
+
+    ``Translator(cfg)`` takes fairseq-interactive's parsed options (what ``fconv-translate``
+    and ``fconv-serve`` read from their command lines); ``Translator.from_pretrained``
+    builds them from a checkpoint path and keyword options, as fairseq's hub does."""
+
+    def __init__(self, cfg, name: str = "default"):
+        self.name = name
+        self.cfg = cfg
+        if not cfg.common_eval.path:
+            raise FConvError("--path is required: the checkpoint to translate with")
+        for path in utils.split_paths(cfg.common_eval.path):
+            if not os.path.isfile(path):
+                raise FConvError(f"--path {path}: no such checkpoint file")
+        self.task = tasks.setup_task(cfg.task)
+        overrides = ast.literal_eval(cfg.common_eval.model_overrides)  # a literal, never executed
+        with loading_fairseq_checkpoints(cfg.common_eval.path):
+            self.models, model_cfg = checkpoint_utils.load_model_ensemble(
+                utils.split_paths(cfg.common_eval.path), arg_overrides=overrides, task=self.task,
+                suffix=cfg.checkpoint.checkpoint_suffix, strict=(cfg.checkpoint.checkpoint_shard_count == 1),
+                num_shards=cfg.checkpoint.checkpoint_shard_count,
+            )
+        for model in self.models:
+            model.prepare_for_inference_(cfg)
+        self.arch = getattr(model_cfg.model, "arch", None) or getattr(model_cfg.model, "_name", "?")
+        self.tokenizer = self.task.build_tokenizer(cfg.tokenizer)
+        self.bpe = self.task.build_bpe(cfg.bpe)
+        self.unk_dictionary = load_unk_dictionary(cfg.generation.replace_unk)
+        self.max_positions = utils.resolve_max_positions(
+            self.task.max_positions(), *[model.max_positions() for model in self.models]
+        )
+        self.defaults = GenerationOptions.from_cfg(cfg.generation)
+        self.max_tokens = cfg.dataset.max_tokens
+        self.max_sentences = cfg.dataset.batch_size
+        if self.max_tokens is None and self.max_sentences is None:
+            self.max_tokens = DEFAULT_MAX_TOKENS
+        self._generators: "OrderedDict[tuple, object]" = OrderedDict()
+        self._attending_models: Optional[list] = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_pretrained(cls, checkpoint: str, data: str, name: str = "default", **options) -> "Translator":
+        """A translator for ``checkpoint`` with the dictionaries in ``data``; ``options`` are
+        fairseq-interactive's, by their Python names: ``source_lang="es", tokenizer="moses",
+        bpe="subword_nmt", bpe_codes="codes", beam=5, replace_unk=True, max_tokens=2000``."""
+        from fairseq import options as fairseq_options
+        from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+        argv = [str(data), "--path", str(checkpoint)]
+        for key, value in options.items():
+            flag = "--" + key.replace("_", "-")
+            if value is True:
+                argv.append(flag)
+            elif value not in (None, False):
+                argv += [flag, str(value)]
+        parser = fairseq_options.get_interactive_generation_parser()
+        return cls(convert_namespace_to_omegaconf(fairseq_options.parse_args_and_arch(parser, argv)), name)
+
+    # --- what the model reads ---------------------------------------------------------
+
+    @property
+    def source_limit(self) -> int:
+        """How many source tokens (with </s>) the model reads."""
+        limit = self.max_positions[0] if isinstance(self.max_positions, (tuple, list)) else self.max_positions
+        return int(limit)
+
+    @property
+    def int8(self) -> bool:
+        return any(isinstance(module, Int8Weight) for module in self.models[0].modules())
+
+    @property
+    def copying(self) -> bool:
+        return getattr(self.models[0].decoder, "pointer_generator", None) is not None
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "arch": self.arch,
+            "source_dictionary": len(self.task.source_dictionary),
+            "target_dictionary": len(self.task.target_dictionary),
+            "int8": self.int8,
+            "copying": self.copying,
+            "max_source_tokens": self.source_limit,
+            "attention_layers": self.models[0].decoder.num_attention_layers,
+        }
+
+    def encode(self, line: str) -> str:
+        """Tokenizer, then BPE: what the model's dictionary reads (fairseq-interactive's encode_fn)."""
+        if self.tokenizer is not None:
+            line = self.tokenizer.encode(line)
+        if self.bpe is not None:
+            line = self.bpe.encode(line)
+        return line
+
+    def decode(self, text: str) -> str:
+        """BPE, then the tokenizer, undone (fairseq-interactive's decode_fn)."""
+        if self.bpe is not None:
+            text = self.bpe.decode(text)
+        if self.tokenizer is not None:
+            text = self.tokenizer.decode(text)
+        return text
+
+    def token_count(self, encoded: str) -> int:
+        """Source tokens an encoded line is, </s> included."""
+        return len(encoded.split()) + 1
+
+    # --- translation ------------------------------------------------------------------
+
+    def translate(
+        self,
+        sentences: Sequence[str],
+        *,
+        alignment: bool = False,
+        attention: bool = False,
+        replace_unk: Union[None, bool, str, Dict[str, str]] = None,
+        encoded: Optional[Sequence[str]] = None,
+        max_tokens: Optional[int] = None,
+        max_sentences: Optional[int] = None,
+        progress: Optional[Callable[[int], None]] = None,
+        **generation,
+    ) -> List[Translation]:
+        """Translate each sentence; results in the order given.
+
+        ``generation``: ``beam``, ``nbest``, ``lenpen``, ``unkpen``, ``min_len``,
+        ``max_len_a``, ``max_len_b``, ``no_repeat_ngram_size`` (default: the translator's
+        options). ``alignment``: each hypothesis' (source, target) word pairs, as
+        ``--print-alignment``; ``attention``: every layer's weights and, for copying
+        models, p_gen; ``replace_unk``: None as the translator was built, False off, True
+        to copy source words, or a dictionary (file path or dict). ``encoded``: the
+        sentences after ``encode``, when the caller has them. ``progress(n)`` is called
+        after each batch with the number of sentences it translated.
+        """
+        options = replace(self.defaults, **generation)
+        options.check()
+        unk_dictionary = self.unk_dictionary if replace_unk is None else load_unk_dictionary(replace_unk)
+        encoded = [self.encode(s) for s in sentences] if encoded is None else list(encoded)
+        if len(encoded) != len(sentences):
+            raise FConvError(f"{len(sentences)} sentences but {len(encoded)} encoded ones; give one per sentence")
+        self._check_lengths(encoded)
+        needs_attention = alignment or unk_dictionary is not None
+        generator, models = self._generator(options, needs_attention)
+        src_dict, tgt_dict = self.task.source_dictionary, self.task.target_dictionary
+        strip = getattr(generator, "symbols_to_strip_from_output", {generator.eos})
+        remove_bpe = self.cfg.common_eval.post_process
+        results: List[Optional[Translation]] = [None] * len(sentences)
+        for ids, src_tokens, src_lengths in self._batches(encoded, max_tokens, max_sentences):
+            sample = {"net_input": {"src_tokens": src_tokens, "src_lengths": src_lengths}}
+            batch_hypos = self.task.inference_step(generator, models, sample)
+            for row, (index, hypos) in enumerate(zip(ids, batch_hypos)):
+                source_row = src_tokens[row]
+                translation = Translation(sentences[index])
+                for hypo in hypos[: options.nbest]:
+                    tokens = hypo["tokens"].int().cpu()
+                    if unk_dictionary is not None:
+                        positions = attended_source_positions(hypo["attention"], source_row, src_dict.pad(), src_dict.eos())
+                        text = unk_replaced_text(tokens, positions, encoded[index].split(), tgt_dict, unk_dictionary,
+                                                 strip, remove_bpe)
+                    else:
+                        text = tgt_dict.string(tokens, remove_bpe, extra_symbols_to_ignore=strip)
+                    result = Hypothesis(
+                        text=self.decode(text),
+                        tokens=tokens.tolist(),
+                        score=float(hypo["score"]) / LN2,
+                        positional_scores=(hypo["positional_scores"].double() / LN2).tolist(),
+                    )
+                    if alignment:
+                        pairs = utils.extract_hard_alignment(hypo["attention"].transpose(1, 0), source_row, tokens,
+                                                             tgt_dict.pad(), tgt_dict.eos())
+                        result.alignment = [(int(s), int(t)) for s, t in pairs]
+                    if attention:
+                        result.attention, result.p_gen = self._teacher_forced(utils.strip_pad(source_row, src_dict.pad()), tokens)
+                    translation.hypotheses.append(result)
+                results[index] = translation
+            if progress is not None:
+                progress(len(ids))
+        return results
+
+    def translate_document(self, text: str, **options) -> DocumentTranslation:
+        """``text`` translated with its paragraphs and line breaks (``documents.translate_document``)."""
+        return translate_document(self, text, **options)
+
+    def _check_lengths(self, encoded: Sequence[str]) -> None:
+        for number, line in enumerate(encoded, start=1):
+            where = f"sentence {number}" if len(encoded) > 1 else "the sentence"
+            if not line.strip():
+                raise FConvError(f"{where} is empty")
+            count = self.token_count(line)
+            if count > self.source_limit:
+                raise FConvError(f"{where} has {count} tokens; the model reads at most {self.source_limit}; "
+                                 "split it (translate_document splits long sentences itself)")
+
+    def _batches(self, encoded: Sequence[str], max_tokens: Optional[int], max_sentences: Optional[int]):
+        """(input indices, src_tokens, src_lengths) of fairseq's batches: the task's own
+        dataset for inference and batch iterator, as fairseq-interactive uses them."""
+        tokens, lengths = self.task.get_interactive_tokens_and_lengths(list(encoded), lambda line: line)
+        if max_tokens is None and max_sentences is None:
+            max_tokens, max_sentences = self.max_tokens, self.max_sentences
+        iterator = self.task.get_batch_iterator(
+            dataset=self.task.build_dataset_for_inference(tokens, lengths),
+            max_tokens=max_tokens, max_sentences=max_sentences, max_positions=self.max_positions,
+            ignore_invalid_inputs=False, disable_iterator_cache=True,
+        ).next_epoch_itr(shuffle=False)
+        for batch in iterator:
+            yield batch["id"].tolist(), batch["net_input"]["src_tokens"], batch["net_input"]["src_lengths"]
+
+    def _generator(self, options: GenerationOptions, attention: bool) -> Tuple[object, list]:
+        """fairseq's generator for these options (kept for the next call with the same),
+        with the models it runs: the attention-returning views when ``attention``."""
+        key = (options, attention)
+        with self._lock:
+            if key in self._generators:
+                self._generators.move_to_end(key)
+                return self._generators[key]
+            models = self.models
+            if attention:
+                if self._attending_models is None:
+                    self._attending_models = [model.returning_attention() for model in self.models]
+                models = self._attending_models
+            generation = copy.deepcopy(self.cfg.generation)
+            for name, value in vars(options).items():
+                setattr(generation, name, value)
+            generation.replace_unk = None  # done here, on the hypotheses
+            generation.print_alignment = None  # likewise: fairseq's would re-run every hypothesis
+            entry = (self.task.build_generator(models, generation), models)
+            self._generators[key] = entry
+            if len(self._generators) > 32:
+                self._generators.popitem(last=False)
+            return entry
+
+    def _teacher_forced(self, src_tokens: torch.Tensor, target_tokens: torch.Tensor):
+        """Each attention layer's weights (and p_gen) for one sentence and its translation."""
+        model = self.models[0]
+        layers, p_gen = layer_attention(model, src_tokens, target_tokens.long())
+        src_dict, tgt_dict = self.task.source_dictionary, self.task.target_dictionary
+        attention = LayerAttention(
+            source=readable([src_dict[i] for i in src_tokens.tolist()]),
+            target=readable([tgt_dict[i] for i in target_tokens.tolist()]),
+            layers=[layer.tolist() for layer in layers],
+        )
+        return attention, (None if p_gen is None else p_gen.tolist())

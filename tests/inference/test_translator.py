@@ -1,0 +1,111 @@
+"""The inference core against fairseq-interactive: the same texts and scores, options on the
+call, documents, --replace-unk, int8 and copying models."""
+
+import random
+
+import pytest
+
+from fconv_plugin.inference import Translator
+from tests.cli.conftest import interactive_answers, run_tool, trained_model, unk_model, word_task  # noqa: F401
+
+pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
+
+
+def _sentences(count, seed):
+    rng = random.Random(seed)
+    return [" ".join(f"s{rng.randrange(30)}" for _ in range(rng.randint(3, 9))) for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def translator(trained_model):  # noqa: F811
+    data_bin, save_dir, _ = trained_model
+    return Translator.from_pretrained(save_dir / "checkpoint_best.pt", data_bin, beam=5)
+
+
+def _same(hypothesis, answer):
+    return hypothesis.text == answer["text"] and abs(hypothesis.score - answer["score"]) < 1e-4
+
+
+@pytest.mark.parametrize("beam", [1, 5])
+def test_single_sentences_are_fairseq_interactives_d_lines(translator, trained_model, beam):  # noqa: F811
+    data_bin, save_dir, _ = trained_model
+    lines = _sentences(16, seed=beam)
+    expected = interactive_answers(data_bin, save_dir / "checkpoint_best.pt", lines, beam=beam)
+    results = translator.translate(lines, beam=beam)
+    assert [r.source for r in results] == lines
+    assert all(_same(r.best, e) for r, e in zip(results, expected)), [(r.best.text, e) for r, e in zip(results, expected)]
+    for result in results:  # positional scores: log2 per token, </s> last; their mean is the score (lenpen 1)
+        best = result.best
+        assert len(best.positional_scores) == len(best.tokens)
+        assert abs(sum(best.positional_scores) / len(best.tokens) - best.score) < 1e-4
+
+
+def test_options_live_on_the_call_and_the_model_stays_as_built(translator, trained_model):  # noqa: F811
+    data_bin, save_dir, _ = trained_model
+    decoder = translator.models[0].decoder
+    built = (decoder.need_attn, decoder.share_attention_across_beam)
+    lines = _sentences(5, seed=7)
+    expected = interactive_answers(data_bin, save_dir / "checkpoint_best.pt", lines, "--print-alignment")
+    with_attention = translator.translate(lines, alignment=True, attention=True)
+    assert [r.best.alignment for r in with_attention] == [[tuple(p) for p in e["alignment"]] for e in expected]
+    best = with_attention[0].best
+    assert len(best.attention.layers) == 2 and best.attention.source[-1] == "</s>"
+    assert all(abs(sum(row) - 1) < 1e-4 for layer in best.attention.layers for row in layer)
+    assert best.p_gen is None  # no copying
+    without = translator.translate(lines)
+    assert all(r.best.alignment is None and r.best.attention is None for r in without)
+    assert [r.best.text for r in without] == [r.best.text for r in with_attention]
+    assert (decoder.need_attn, decoder.share_attention_across_beam) == built
+    nbest = translator.translate(lines[:2], beam=4, nbest=3)
+    assert [len(r.hypotheses) for r in nbest] == [3, 3]
+    assert all(r.hypotheses[0].score >= r.hypotheses[1].score >= r.hypotheses[2].score for r in nbest)
+
+
+def test_a_document_keeps_its_paragraphs_and_every_sentence_has_a_translation(translator):
+    paragraphs = [". ".join(_sentences(4, seed=10 + p)) + "." for p in range(3)]
+    text = "\n\n".join(paragraphs[:2]) + "\n\n\n" + paragraphs[2] + "\n"
+    document = translator.translate_document(text)
+    sources = [t.source for t in document.sentences]
+    assert len(sources) == 12 and all(t.text for t in document.sentences)
+    assert " ".join(sources).replace(".", "").split() == text.replace(".", "").split()
+    assert len([block for block in document.text.split("\n\n") if block.strip()]) == len(paragraphs)
+    assert document.text.count("\n") == text.count("\n")
+    # each line is its sentences' translations, as the sentences are translated on their own
+    alone = translator.translate(sources)
+    assert document.text.split("\n")[0] == " ".join(t.text for t in alone[:4])
+
+
+def test_a_1500_token_paragraph_and_an_unbroken_1500_token_sentence_are_translated(translator):
+    rng = random.Random(3)
+    words = [f"s{rng.randrange(30)}" for _ in range(1500)]
+    paragraph = " ".join(" ".join(words[i:i + 10]) + "." for i in range(0, 1500, 10))
+    unbroken = " ".join(words)
+    assert translator.token_count(translator.encode(unbroken)) > translator.source_limit
+    for text in (paragraph, unbroken):
+        document = translator.translate_document(text, max_tokens=3000)
+        assert document.text.count("\n") == 0 and len(document.text.split()) > 1000
+        assert all(translator.token_count(translator.encode(t.source)) <= 200 for t in document.sentences)
+
+
+def test_replace_unk_gives_fairseq_interactives_text(unk_model):  # noqa: F811
+    root, data_bin, checkpoint = unk_model
+    lines = [line.strip() for line in open(root / "test.src")][:30]
+    expected = interactive_answers(data_bin, checkpoint, lines, "--replace-unk")
+    translator = Translator.from_pretrained(checkpoint, data_bin)
+    results = translator.translate(lines, replace_unk=True)
+    assert [r.best.text for r in results] == [e["text"] for e in expected]
+    assert any("N" in r.best.text or "r" in r.best.text for r in results)  # rare words were copied
+    plain = translator.translate(lines)
+    assert any("<unk>" in r.best.text for r in plain)
+
+
+def test_an_int8_checkpoint_translates_and_is_batch_invariant(trained_model, tmp_path):  # noqa: F811
+    data_bin, save_dir, _ = trained_model
+    int8 = tmp_path / "int8.pt"
+    run_tool("fconv-quantize", save_dir / "checkpoint_best.pt", int8)
+    translator = Translator.from_pretrained(int8, data_bin)
+    assert translator.int8
+    lines = _sentences(12, seed=11)
+    batched = translator.translate(lines)
+    alone = [translator.translate([line])[0] for line in lines]
+    assert [(b.best.text, b.best.score) for b in batched] == [(a.best.text, a.best.score) for a in alone]
