@@ -1,15 +1,32 @@
 """fconv_plugin: ConvS2S (Gehring et al. 2017) as a fairseq plugin.
 
 Importing it registers its model under fairseq's fconv names. Loaded through
-fairseq's ``--user-dir`` it also installs the host fixes in ``fconv_plugin.compat``
-(other programs call ``fconv_plugin.compat.install()`` if they want them).
+fairseq's ``--user-dir`` in one of fairseq's commands it also installs the host fixes
+in ``fconv_plugin.compat`` (other programs call ``fconv_plugin.compat.install()`` if they
+want them); otherwise it does not import them.
+
+The layers, each importing only those before it: ``modules`` (the paper's layers),
+``models`` (the fairseq model), ``inference`` (text in, translations out), then the
+faces: ``cli``, ``serve``, ``export`` (and ``fconv_onnx``, which imports none of this
+package). ``compat`` (the host fixes) is imported only by entry points.
 """
 
-from . import compat
+import sys
+
 from .errors import FConvError
 from .models import ARCHITECTURES, FConvDecoder, FConvEncoder, FConvModel
 
-if compat.running_fairseq_command():  # fairseq's --user-dir in fairseq-train & co.
+
+def running_fairseq_command() -> bool:
+    """True in a process that runs one of fairseq's commands (fairseq-train, -generate,
+    -interactive, ...): only they import ``fairseq_cli``, which ``--user-dir`` then loads
+    the plugin into. Importing fairseq or the plugin never imports it."""
+    return any(name == "fairseq_cli" or name.startswith("fairseq_cli.") for name in sys.modules)
+
+
+if running_fairseq_command():  # fairseq's --user-dir in fairseq-train & co.
+    from . import compat
+
     compat.install()
 
 __version__ = "0.1.0"

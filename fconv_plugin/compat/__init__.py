@@ -13,14 +13,14 @@ Each module fixes one thing fairseq breaks on this platform:
 - data_bin_checks: a damaged data-bin gets one line that names the file.
 
 They change fairseq's behaviour for the whole process, so importing the plugin does
-not install them: fairseq's ``--user-dir`` does (``fconv_plugin/__init__.py`` asks
-``running_fairseq_command``), as do the plugin's own commands; anyone else calls
-``install()``. ``FConvModel.from_pretrained`` needs none of them installed: it
-loads under ``safe_loading.loading_fairseq_checkpoints`` only.
+not install them (nor import this package): fairseq's ``--user-dir`` does
+(``fconv_plugin/__init__.py`` asks ``running_fairseq_command``), as do the plugin's own
+commands; anyone else calls ``install()``. ``FConvModel.from_pretrained`` and the
+inference core need none of them installed: they load checkpoints through
+``fconv_plugin.checkpoint_io``.
 """
 
 import logging
-import sys
 
 from fairseq import checkpoint_utils
 
@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 FIXES = {
     "safe_loading": safe_loading,
     "atomic_checkpoints": atomic_checkpoints,
-    "interactive_input": interactive_input,  # before replace_unk, which wraps make_batches again
+    "interactive_input": interactive_input,
     "replace_unk": replace_unk,
     "distributed_cpu": distributed_cpu,
     "ngram_blocking": ngram_blocking,
@@ -64,10 +64,3 @@ def install() -> None:
         fix.install()
     if first_time:
         logger.info("fconv_plugin: host fixes active: %s", ", ".join(FIXES))
-
-
-def running_fairseq_command() -> bool:
-    """True in a process that runs one of fairseq's commands (fairseq-train, -generate,
-    -interactive, ...): only they import ``fairseq_cli``, which ``--user-dir`` then loads
-    the plugin into. Importing fairseq or the plugin never imports it."""
-    return any(name == "fairseq_cli" or name.startswith("fairseq_cli.") for name in sys.modules)

@@ -7,6 +7,10 @@ Here each such line is reported on stderr with its line number and skipped, and 
 others are translated and numbered as in the input. A too-long line stops the run
 with a one-line error unless ``--skip-invalid-size-inputs-valid-test`` is given, as
 fairseq-generate does; the same holds for fairseq-generate's own size check.
+
+With ``--replace-unk`` each batch's source tensor also carries its lines' words
+(``replace_unk.SourceTokens``), which the replacement looks up. Each line is tokenised
+and BPE-encoded once for all of it.
 """
 
 import sys
@@ -17,6 +21,7 @@ from fairseq.tasks import FairseqTask
 
 from ..errors import FConvError
 from ._patching import patch, running_cli_module
+from .replace_unk import with_source_words
 
 
 class InputLine(str):
@@ -54,21 +59,6 @@ def buffered_read(input, buffer_size):
             stream.close()
 
 
-def memoized(encode_fn):
-    """``encode_fn`` (tokeniser + BPE) computed once per line for every wrapper and fairseq."""
-    if getattr(encode_fn, "_fconv_memo", None) is not None:
-        return encode_fn
-    memo = {}
-
-    def encode(line: str) -> str:
-        if line not in memo:
-            memo[line] = encode_fn(line)
-        return memo[line]
-
-    encode._fconv_memo = memo
-    return encode
-
-
 def _problem(line: str, encode_fn, limit, skip_too_long: bool, number: int):
     if getattr(line, "problem", None) is not None:
         return line.problem
@@ -87,13 +77,19 @@ def _problem(line: str, encode_fn, limit, skip_too_long: bool, number: int):
 
 def _make_batches(original):
     def make_batches(lines, cfg, task, max_positions, encode_fn):
-        encode_fn = memoized(encode_fn)
+        encoded = {}
+
+        def encode(line: str) -> str:  # once per line, for the checks, fairseq and the words
+            if line not in encoded:
+                encoded[line] = encode_fn(line)
+            return encoded[line]
+
         limit = max_positions[0] if isinstance(max_positions, (tuple, list)) else max_positions
         skip = cfg.dataset.skip_invalid_size_inputs_valid_test
         keep = []
         for index, line in enumerate(lines):
             number = getattr(line, "number", index + 1)  # lines from buffered_read know their number
-            problem = _problem(line, encode_fn, limit, skip, number)
+            problem = _problem(line, encode, limit, skip, number)
             if problem is None:
                 keep.append(index)
             else:
@@ -101,8 +97,12 @@ def _make_batches(original):
         if not keep:
             return
         original_index = torch.tensor(keep)
-        for batch in original([lines[i] for i in keep], cfg, task, max_positions, encode_fn):
-            yield batch._replace(ids=original_index[batch.ids])
+        kept = [lines[i] for i in keep]
+        for batch in original(kept, cfg, task, max_positions, encode):
+            src_tokens = batch.src_tokens
+            if cfg.generation.replace_unk is not None:
+                src_tokens = with_source_words(src_tokens, [encode(kept[i]).split() for i in batch.ids.tolist()])
+            yield batch._replace(ids=original_index[batch.ids], src_tokens=src_tokens)
 
     return make_batches
 

@@ -1,9 +1,11 @@
 """``--replace-unk`` in fairseq-generate and fairseq-interactive, as in the paper.
 
-The rule itself (§5.1) is ``fconv_plugin.modules.unk_replacement``. fairseq 0.12
-cannot apply it: fairseq-generate refuses binarised data, then crashes on the empty
-alignment its generator returns (fairseq issue #3533), and fairseq-interactive looks
-the word up in a source string that already reads ``<unk>``. This module mends
+The rule itself (§5.1) is ``fconv_plugin.modules.unk_replacement``; the text it gives
+and the dictionary it reads are the inference core's (``unk_replaced_text``,
+``load_unk_dictionary``), which fconv-translate and fconv-serve use directly. fairseq
+0.12 cannot apply it: fairseq-generate refuses binarised data, then crashes on the
+empty alignment its generator returns (fairseq issue #3533), and fairseq-interactive
+looks the word up in a source string that already reads ``<unk>``. This module mends
 exactly those places, carrying what the replacement needs on the hypotheses:
 
 - the generator built for ``--replace-unk`` attaches to each hypothesis an
@@ -11,42 +13,49 @@ exactly those places, carrying what the replacement needs on the hypotheses:
 - fairseq-generate hands ``post_process_prediction`` the original source line (read
   from the raw text file beside binarised data, the one ``fairseq-preprocess
   --dataset-impl raw`` writes, e.g. data-bin/test.de-en.de), whose words are looked up;
-- fairseq-interactive's batches record each line's words as tokenised and BPE-encoded
-  in ``INTERACTIVE_SOURCE_WORDS``, keyed by the batch's source tensor (until it is
-  freed), which its sample hands to the generator unchanged on CPUs;
+- fairseq-interactive's batches carry each line's words, as tokenised and BPE-encoded,
+  on their source tensor itself (``SourceTokens``, made by ``interactive_input``), which
+  fairseq hands unchanged from the batch to the generator;
 - ``post_process_prediction`` replaces each ``<unk>`` before BPE is removed.
 """
 
 import os
 import sys
-import weakref
 from argparse import Namespace
-from typing import Dict, List, Optional
+from typing import List, Optional
 
+import torch
 from fairseq import utils as fairseq_utils
-from fairseq.data import data_utils, indexed_dataset
+from fairseq.data import indexed_dataset
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.tasks import FairseqTask
 
 from ..errors import FConvError
-from ..modules.unk_replacement import attended_source_positions, replace_unknown_words
+from ..inference import load_unk_dictionary, unk_replaced_text
+from ..modules.unk_replacement import attended_source_positions
 from ._patching import patch, running_cli_module
-from .interactive_input import memoized
-
-# fairseq-interactive: the words of a batch's lines, by the id of the batch's src_tokens
-# tensor. The one place this state lives; an entry goes when fairseq drops the tensor.
-INTERACTIVE_SOURCE_WORDS: Dict[int, List[List[str]]] = {}
 
 
-def remember_source_words(src_tokens, words: List[List[str]]) -> None:
-    """Record the words of the batch whose source tensor is ``src_tokens``."""
-    INTERACTIVE_SOURCE_WORDS[id(src_tokens)] = words
-    weakref.finalize(src_tokens, INTERACTIVE_SOURCE_WORDS.pop, id(src_tokens), None)
+class SourceTokens(torch.Tensor):
+    """A batch's source token ids, carrying the words each row was made from (``words``).
+
+    Binarisation turned unknown words into <unk>; the replacement needs them back.
+    fairseq-interactive passes the batch's tensor itself to the generator, which takes
+    the words off it and generates from a plain tensor."""
+
+    words: List[List[str]]
 
 
-def recorded_source_words(src_tokens) -> Optional[List[List[str]]]:
-    """The words recorded for this very tensor, or None (fairseq-generate)."""
-    return INTERACTIVE_SOURCE_WORDS.get(id(src_tokens))
+def with_source_words(src_tokens: torch.Tensor, words: List[List[str]]) -> SourceTokens:
+    """``src_tokens`` (the same storage) carrying ``words``, one list per row."""
+    tokens = src_tokens.as_subclass(SourceTokens)
+    tokens.words = words
+    return tokens
+
+
+def source_words_of(src_tokens: torch.Tensor) -> Optional[List[List[str]]]:
+    """The words ``src_tokens`` carries, or None (fairseq-generate, or a copy of the tensor)."""
+    return getattr(src_tokens, "words", None) if isinstance(src_tokens, SourceTokens) else None
 
 
 class UnkAlignment:
@@ -93,9 +102,12 @@ class _UnkAligningGenerator:
         return getattr(self._generator, name)
 
     def generate(self, models, sample, **kwargs):
-        hypos = self._generator.generate(models, sample, **kwargs)
         src_tokens = sample["net_input"]["src_tokens"]
-        batch_words = recorded_source_words(src_tokens)
+        batch_words = source_words_of(src_tokens)
+        if isinstance(src_tokens, SourceTokens):  # the model computes with a plain tensor
+            src_tokens = src_tokens.as_subclass(torch.Tensor)
+            sample = {**sample, "net_input": {**sample["net_input"], "src_tokens": src_tokens}}
+        hypos = self._generator.generate(models, sample, **kwargs)
         pad, eos = self._task.source_dictionary.pad(), self._task.source_dictionary.eos()
         for row, sentence_hypos in enumerate(hypos):
             real = int((src_tokens[row].ne(pad) & src_tokens[row].ne(eos)).sum())
@@ -129,16 +141,8 @@ def _original_text_beside_binarised_data(self, index: int) -> str:
     return lines[index]
 
 
-def _load_align_dict(original):
-    def load_align_dict(replace_unk):
-        # a bare --replace-unk arrives as fairseq's argparse_const "@@ ": copy source words
-        if isinstance(replace_unk, str) and replace_unk.strip() in ("", "@@"):
-            return {}
-        if replace_unk is not None and not os.path.isfile(replace_unk):
-            raise FConvError(f"--replace-unk {replace_unk}: no such file; give a 'source target' dictionary or no value to copy source words")
-        return original(replace_unk)
-
-    return load_align_dict
+def _load_align_dict(_original):
+    return load_unk_dictionary  # a bare --replace-unk arrives as "@@ ": copy source words
 
 
 def _post_process_prediction(original):
@@ -146,11 +150,8 @@ def _post_process_prediction(original):
         if align_dict is None or not isinstance(alignment, UnkAlignment):
             return original(hypo_tokens, src_str, alignment, align_dict, tgt_dict, remove_bpe, extra_symbols_to_ignore)
         ignore = set(extra_symbols_to_ignore or ()) | {tgt_dict.eos()}
-        source_words = alignment.words_of(src_str)
-        words = replace_unknown_words(hypo_tokens, alignment.source_positions, source_words, tgt_dict, align_dict, ignore)
-        hypo_str = " ".join(words)
-        if remove_bpe is not None:
-            hypo_str = data_utils.post_process(hypo_str, remove_bpe)
+        hypo_str = unk_replaced_text(hypo_tokens, alignment.source_positions, alignment.words_of(src_str), tgt_dict,
+                                     align_dict, ignore, remove_bpe)
         return tgt_dict.encode_line(hypo_str, add_if_not_exist=True), hypo_str, alignment.printed
 
     return post_process_prediction
@@ -187,18 +188,6 @@ def _generate_main(original, fairseq_generate):
     return main
 
 
-def _make_batches(original):
-    def make_batches(lines, cfg, task, max_positions, encode_fn):
-        encode_fn = memoized(encode_fn)  # shared with the wrapped make_batches and fairseq
-        for batch in original(lines, cfg, task, max_positions, encode_fn):
-            if cfg.generation.replace_unk is not None:
-                words = [encode_fn(lines[i]).split() for i in batch.ids.tolist()]
-                remember_source_words(batch.src_tokens, words)
-            yield batch
-
-    return make_batches
-
-
 def install() -> None:
     patch(fairseq_utils, "post_process_prediction", "replace_unk", _post_process_prediction)
     patch(fairseq_utils, "load_align_dict", "replace_unk", _load_align_dict)
@@ -206,9 +195,6 @@ def install() -> None:
     fairseq_generate = running_cli_module("fairseq_cli.generate")
     if fairseq_generate is not None:
         patch(fairseq_generate, "main", "replace_unk", _generate_main, fairseq_generate)
-    fairseq_interactive = running_cli_module("fairseq_cli.interactive")
-    if fairseq_interactive is not None:
-        patch(fairseq_interactive, "make_batches", "replace_unk", _make_batches)
     for dataset_cls in (indexed_dataset.MMapIndexedDataset, indexed_dataset.IndexedDataset):
         if not hasattr(dataset_cls, "get_original_text"):
             dataset_cls.get_original_text = _original_text_beside_binarised_data

@@ -43,7 +43,7 @@ def test_importing_the_plugin_changes_no_logging_allowlist_hook_or_fairseq_funct
     result = _run(
         "import fairseq.models, fairseq.tasks\n"  # fairseq configures logging itself when imported
         "before = host_state()\n"
-        "import fconv_plugin\n"
+        "import fconv_plugin, fconv_plugin.compat\n"
         "from fconv_plugin.modules import AttentionLayer\n"
         "print(json.dumps([before, host_state(), fconv_plugin.compat.installed()]))\n"
     )
@@ -83,7 +83,7 @@ def test_user_dir_outside_fairseqs_commands_leaves_the_host_alone():
         "from fairseq import utils\n"
         "before = host_state()\n"
         f"utils.import_user_module(argparse.Namespace(user_dir={PLUGIN_DIR!r}))\n"
-        "import fconv_plugin\n"
+        "import fconv_plugin, fconv_plugin.compat\n"
         "print(json.dumps([before, host_state(), fconv_plugin.compat.installed()]))\n"
     )
     before, after, installed = json.loads(result.stdout.splitlines()[-1])

@@ -1,17 +1,10 @@
 """The --replace-unk glue: dictionary files and where the source words come from."""
 
-import gc
-
 import pytest
 import torch
 from fairseq import utils as fairseq_utils
 
-from fconv_plugin.compat.replace_unk import (
-    INTERACTIVE_SOURCE_WORDS,
-    UnkAlignment,
-    recorded_source_words,
-    remember_source_words,
-)
+from fconv_plugin.compat.replace_unk import SourceTokens, UnkAlignment, source_words_of, with_source_words
 from fconv_plugin.errors import FConvError
 
 
@@ -34,12 +27,11 @@ def test_the_original_line_must_have_as_many_words_as_the_model_read():
         alignment.words_of("das Haus")
 
 
-def test_interactive_source_words_belong_to_their_tensor_and_go_with_it():
+def test_interactive_source_words_travel_on_their_tensor_and_nowhere_else():
     batch = torch.tensor([[4, 5, 2]])
-    remember_source_words(batch, [["der", "Hund"]])
-    assert recorded_source_words(batch) == [["der", "Hund"]]
-    assert recorded_source_words(batch.clone()) is None  # an equal tensor is another batch
-    key = id(batch)
-    del batch
-    gc.collect()
-    assert key not in INTERACTIVE_SOURCE_WORDS
+    carried = with_source_words(batch, [["der", "Hund"]])
+    assert isinstance(carried, SourceTokens) and torch.equal(carried.as_subclass(torch.Tensor), batch)
+    assert carried.data_ptr() == batch.data_ptr()  # the same storage: nothing copied
+    assert source_words_of(carried) == [["der", "Hund"]]
+    assert source_words_of(batch) is None  # the plain tensor carries nothing
+    assert source_words_of(carried.clone()) is None  # an equal tensor is another batch
