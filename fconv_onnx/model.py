@@ -5,32 +5,14 @@ values and padding mask of its sentence, and each decoder convolution's last k -
 inputs (``fconv_plugin/export/graphs.py`` documents the graphs).
 """
 
-import json
 import os
 from typing import List, Optional
 
 import numpy as np
 import onnxruntime
 
+from .manifest import DECODER_INPUTS, ENCODER_INPUTS, Manifest
 from .text import TextPipeline, Vocabulary
-
-FORMAT = "fconv-onnx/1"
-
-
-class ExportError(Exception):
-    """A directory fconv-onnx-translate cannot run; the message says what to do."""
-
-
-def read_manifest(directory: str) -> dict:
-    path = os.path.join(directory, "manifest.json")
-    if not os.path.isfile(path):
-        raise ExportError(f"{directory} has no manifest.json; give a directory written by fconv-export")
-    with open(path, encoding="utf-8") as f:
-        manifest = json.load(f)
-    if manifest.get("format") != FORMAT:
-        raise ExportError(f"{path} is format {manifest.get('format')!r}, this runtime reads {FORMAT!r}; "
-                          "export the checkpoint again with this version's fconv-export")
-    return manifest
 
 
 class ExportedModel:
@@ -38,41 +20,39 @@ class ExportedModel:
 
     def __init__(self, directory: str, threads: Optional[int] = None):
         self.directory = directory
-        self.manifest = manifest = read_manifest(directory)
-        symbols = manifest["symbols"]
-        self.source_vocabulary = Vocabulary(os.path.join(directory, manifest["source_vocabulary"]),
-                                            symbols["source_unk"], symbols["source_eos"], symbols["source_pad"],
-                                            symbols["bos"])
-        self.target_vocabulary = Vocabulary(os.path.join(directory, manifest["target_vocabulary"]),
-                                            symbols["unk"], symbols["eos"], symbols["pad"], symbols["bos"])
-        self.text = TextPipeline(manifest, directory)
+        self.manifest = manifest = Manifest.read(directory)
+        symbols = manifest.symbols
+        self.source_vocabulary = Vocabulary(os.path.join(directory, manifest.source_vocabulary),
+                                            symbols.source_unk, symbols.source_eos, symbols.source_pad, symbols.bos)
+        self.target_vocabulary = Vocabulary(os.path.join(directory, manifest.target_vocabulary),
+                                            symbols.unk, symbols.eos, symbols.pad, symbols.bos)
+        self.text = TextPipeline(manifest.tokenizer, manifest.bpe, directory)
         options = onnxruntime.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
         options.log_severity_level = 3  # errors only
         providers = ["CPUExecutionProvider"]
-        self.encoder = onnxruntime.InferenceSession(os.path.join(directory, manifest["encoder"]), options, providers=providers)
-        self.decoder = onnxruntime.InferenceSession(os.path.join(directory, manifest["decoder"]), options, providers=providers)
-        self.state_names = [i.name for i in self.decoder.get_inputs()][4:]
-        self.state_shapes = [tuple(shape) for shape in manifest["dimensions"]["decoder_states"]]
-        self.max_source_positions = manifest["max_source_positions"] or float("inf")
-        self.max_target_positions = manifest["max_target_positions"] or float("inf")
+        self.encoder = onnxruntime.InferenceSession(os.path.join(directory, manifest.encoder), options, providers=providers)
+        self.decoder = onnxruntime.InferenceSession(os.path.join(directory, manifest.decoder), options, providers=providers)
+        self.state_names = [i.name for i in self.decoder.get_inputs()][len(DECODER_INPUTS):]
+        self.state_shapes = list(manifest.dimensions.decoder_states)
+        self.max_source_positions = manifest.max_source_positions or float("inf")
+        self.max_target_positions = manifest.max_target_positions or float("inf")
 
     # the three calls beam search makes
 
     def start(self, src_tokens: np.ndarray, copies: int) -> None:
         """Encode a batch (sentences x src_len, left-padded) and keep ``copies`` rows per sentence."""
-        keys, values = self.encoder.run(None, {"src_tokens": src_tokens.astype(np.int64)})
+        keys, values = self.encoder.run(None, {ENCODER_INPUTS[0]: src_tokens.astype(np.int64)})
         self.keys = np.repeat(keys, copies, axis=0)
         self.values = np.repeat(values, copies, axis=0)
-        self.padding_mask = np.repeat(src_tokens == self.manifest["symbols"]["source_pad"], copies, axis=0)
+        self.padding_mask = np.repeat(src_tokens == self.manifest.symbols.source_pad, copies, axis=0)
         rows = self.keys.shape[0]
         self.states: List[np.ndarray] = [np.zeros((rows, k, channels), np.float32) for k, channels in self.state_shapes]
 
     def step(self, prev_tokens: np.ndarray) -> np.ndarray:
         """Log-probabilities of the next token for every row (rows x vocabulary)."""
-        feeds = {"prev_tokens": prev_tokens.astype(np.int64), "keys": self.keys, "values": self.values,
-                 "padding_mask": self.padding_mask}
+        feeds = dict(zip(DECODER_INPUTS, (prev_tokens.astype(np.int64), self.keys, self.values, self.padding_mask)))
         feeds.update(zip(self.state_names, self.states))
         log_probs, *self.states = self.decoder.run(None, feeds)
         return log_probs

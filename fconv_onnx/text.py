@@ -10,6 +10,8 @@ import os
 import re
 from typing import List, Optional
 
+from .manifest import BPEOptions, MosesOptions
+
 SPACES = re.compile(r"\s+")  # fairseq's tokenize_line
 
 
@@ -39,25 +41,23 @@ class Vocabulary:
 
 
 class TextPipeline:
-    """The tokenizer and BPE of an exported model's manifest (either may be absent)."""
+    """The tokenizer and BPE a manifest names (either may be absent); ``directory`` holds the codes."""
 
-    def __init__(self, manifest: dict, directory: str):
+    def __init__(self, tokenizer: Optional[MosesOptions], bpe: Optional[BPEOptions], directory: str):
         self.moses_tokenizer = self.moses_detokenizer = self.bpe = None
-        tokenizer: Optional[dict] = manifest.get("tokenizer")
         if tokenizer:
             from sacremoses import MosesDetokenizer, MosesTokenizer
 
-            self.moses_tokenizer = MosesTokenizer(tokenizer["source_lang"])
-            self.moses_detokenizer = MosesDetokenizer(tokenizer["target_lang"])
-            self.aggressive_dash_splits = tokenizer["aggressive_dash_splits"]
-            self.escape = tokenizer["escape"]
-        bpe: Optional[dict] = manifest.get("bpe")
+            self.moses_tokenizer = MosesTokenizer(tokenizer.source_lang)
+            self.moses_detokenizer = MosesDetokenizer(tokenizer.target_lang)
+            self.aggressive_dash_splits = tokenizer.aggressive_dash_splits
+            self.escape = tokenizer.escape
         if bpe:
             from subword_nmt.apply_bpe import BPE
 
-            with open(os.path.join(directory, bpe["codes"]), encoding="utf-8") as codes:
-                self.bpe = BPE(codes, -1, bpe["separator"], None, None)
-            self.bpe_symbol = bpe["separator"] + " "
+            with open(os.path.join(directory, bpe.codes), encoding="utf-8") as codes:
+                self.bpe = BPE(codes, -1, bpe.separator, None, None)
+            self.bpe_symbol = bpe.separator + " "
 
     def encode(self, line: str) -> str:
         if self.moses_tokenizer is not None:

@@ -18,7 +18,8 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from .beam_search import generate
-from .model import ExportedModel, ExportError
+from .manifest import ManifestError
+from .model import ExportedModel
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -70,13 +71,13 @@ def pad_left(sentences: List[List[int]], pad: int) -> np.ndarray:
 
 def translate_encoded(model: ExportedModel, sentences: List[List[int]], args) -> List[Tuple[str, float]]:
     """(detokenised best translation, its score) for each encoded sentence, in order."""
-    symbols = model.manifest["symbols"]
+    symbols = model.manifest.symbols
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     results: List[Optional[Tuple[str, float]]] = [None] * len(sentences)
     for start in range(0, len(order), args.batch_size):
         chosen = order[start: start + args.batch_size]
-        src_tokens = pad_left([sentences[i] for i in chosen], symbols["source_pad"])
-        hypotheses = generate(model, src_tokens, args.beam, eos=symbols["eos"], pad=symbols["pad"], unk=symbols["unk"],
+        src_tokens = pad_left([sentences[i] for i in chosen], symbols.source_pad)
+        hypotheses = generate(model, src_tokens, args.beam, eos=symbols.eos, pad=symbols.pad, unk=symbols.unk,
                               max_len_a=args.max_len_a, max_len_b=args.max_len_b, min_len=args.min_len,
                               len_penalty=args.lenpen, unk_penalty=args.unkpen,
                               max_positions=model.max_target_positions)
@@ -101,7 +102,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     try:
         model = ExportedModel(args.model_dir, threads=args.threads or None)
-    except (ExportError, OSError) as e:
+    except (ManifestError, OSError) as e:
         sys.exit(f"fconv-onnx-translate: error: {e}")
     failed = 0
     number = 0

@@ -13,22 +13,21 @@ tokenizer's and BPE's settings). ``--int8`` applies onnxruntime's dynamic quanti
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import shutil
 import sys
-import tempfile
 import warnings
 
 import torch
+from fconv_onnx import manifest as spec
 
 from .. import compat
-from ..compat.safe_loading import loading_fairseq_checkpoints
+from ..checkpoint_io import directory_atomically
 from ..errors import FConvError
+from ..inference import Translator
 from .graphs import DecoderStepGraph, EncoderGraph, exportable_copy
 
-MANIFEST_FORMAT = "fconv-onnx/1"
 OPSET = 18
 
 
@@ -66,20 +65,17 @@ def check_args(args) -> None:
 
 
 def load_model(checkpoint: str, data_bin: str, source_lang: str = None, target_lang: str = None):
-    """The checkpoint's float32 fconv model, its task (dictionaries read from ``data_bin``) and arch."""
-    from fairseq import checkpoint_utils
-
-    overrides = {"data": os.path.abspath(data_bin)}
-    overrides.update({name: value for name, value in (("source_lang", source_lang), ("target_lang", target_lang)) if value})
-    with loading_fairseq_checkpoints(checkpoint):
-        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides=overrides)
-    model = models[0]
+    """The checkpoint's float32 fconv model, its task (dictionaries read from ``data_bin``) and
+    arch, loaded by the inference core as every other face loads it."""
+    translator = Translator.from_pretrained(checkpoint, os.path.abspath(data_bin), source_lang=source_lang,
+                                            target_lang=target_lang)
+    model = translator.models[0]
     if not hasattr(model, "quantize_int8_"):
         raise FConvError(f"{checkpoint} holds a {type(model).__name__}, not an fconv model")
-    if getattr(cfg.model, "int8_weights", False):
+    if translator.int8:
         raise FConvError(f"{checkpoint} is an fconv-quantize (int8) checkpoint; export the float32 checkpoint "
                          "it came from, with --int8 for int8 weights")
-    return model, task, getattr(cfg.model, "arch", None)
+    return model, translator.task, translator.arch
 
 
 def _example_inputs(model, task):
@@ -104,19 +100,18 @@ def export_graphs(model, task, directory: str) -> list:
     with torch.no_grad(), _loggers_at(_EXPORTER_LOGS), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            encoder, (src_tokens,), os.path.join(directory, "encoder.onnx"), dynamo=True, opset_version=OPSET,
-            input_names=["src_tokens"], output_names=["keys", "values"],
+            encoder, (src_tokens,), os.path.join(directory, spec.ENCODER_FILE), dynamo=True, opset_version=OPSET,
+            input_names=spec.ENCODER_INPUTS, output_names=spec.ENCODER_OUTPUTS,
             dynamic_shapes={"src_tokens": {0: batch, 1: src_len}}, external_data=False, verbose=False,
         )
         keys, values = encoder(src_tokens)
         padding_mask = src_tokens.eq(task.source_dictionary.pad())
         states = [torch.zeros(src_tokens.size(0), k, channels) for k, channels in step.state_shapes()]
-        state_names = [f"state_{i}" for i in range(len(states))]
+        state_inputs, state_outputs = spec.state_names(len(states))
         torch.onnx.export(
-            step, (prev_tokens, keys, values, padding_mask, *states), os.path.join(directory, "decoder.onnx"),
+            step, (prev_tokens, keys, values, padding_mask, *states), os.path.join(directory, spec.DECODER_FILE),
             dynamo=True, opset_version=OPSET,
-            input_names=["prev_tokens", "keys", "values", "padding_mask", *state_names],
-            output_names=["log_probs", *[f"new_{name}" for name in state_names]],
+            input_names=[*spec.DECODER_INPUTS, *state_inputs], output_names=[*spec.DECODER_OUTPUTS, *state_outputs],
             dynamic_shapes=({0: rows, 1: steps}, {0: rows, 2: src_len}, {0: rows, 1: src_len}, {0: rows, 1: src_len},
                             tuple({0: rows} for _ in states)),
             external_data=False, verbose=False,
@@ -148,7 +143,7 @@ def quantize_graphs(directory: str) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with _loggers_at({"": logging.WARNING}):  # the quantiser logs every node it leaves alone, on the root logger
-        for name in ("encoder.onnx", "decoder.onnx"):
+        for name in (spec.ENCODER_FILE, spec.DECODER_FILE):
             path = os.path.join(directory, name)
             quantized = path + ".int8"
             quantize_dynamic(path, quantized, weight_type=QuantType.QInt8, per_channel=True)
@@ -161,7 +156,7 @@ def write_vocabulary(dictionary, path: str) -> None:
             f.write(symbol + "\n")
 
 
-def manifest(args, model, task, arch, state_shapes) -> dict:
+def manifest(args, model, task, arch, state_shapes) -> spec.Manifest:
     src, tgt = task.source_dictionary, task.target_dictionary
     languages = getattr(task, "cfg", None)  # fairseq's translation task; a bare (test) task has none
     source_lang, target_lang = getattr(languages, "source_lang", None), getattr(languages, "target_lang", None)
@@ -170,71 +165,53 @@ def manifest(args, model, task, arch, state_shapes) -> dict:
     def positions(limit):
         return None if limit == float("inf") else int(limit)
 
-    return {
-        "format": MANIFEST_FORMAT,
-        "arch": arch,
-        "source_lang": source_lang,
-        "target_lang": target_lang,
-        "encoder": "encoder.onnx",
-        "decoder": "decoder.onnx",
-        "source_vocabulary": "source.vocab",
-        "target_vocabulary": "target.vocab",
-        "dimensions": {
-            "encoder_embed_dim": encoder.embed_tokens.embedding_dim,
-            "decoder_embed_dim": decoder.embed_tokens.embedding_dim,
-            "source_vocabulary": len(src),
-            "target_vocabulary": len(tgt),
-            "decoder_states": [list(shape) for shape in state_shapes],
-        },
-        "max_source_positions": positions(encoder.max_positions()),
-        "max_target_positions": positions(decoder.max_positions()),
-        "symbols": {"pad": tgt.pad(), "eos": tgt.eos(), "unk": tgt.unk(), "bos": tgt.bos(),
-                    "source_pad": src.pad(), "source_eos": src.eos(), "source_unk": src.unk()},
-        "left_pad_source": True,
-        "tokenizer": None if not args.tokenizer else {
-            "name": "moses", "source_lang": source_lang, "target_lang": target_lang,
-            "aggressive_dash_splits": not args.moses_no_dash_splits, "escape": not args.moses_no_escape,
-        },
-        "bpe": None if not args.bpe else {"name": "subword_nmt", "codes": "bpe.codes", "separator": args.bpe_separator},
-        "int8": bool(args.int8),
-        "exported_with": {"torch": torch.__version__, "opset": OPSET},
-    }
+    return spec.Manifest(
+        arch=arch,
+        source_lang=source_lang,
+        target_lang=target_lang,
+        dimensions=spec.Dimensions(
+            encoder_embed_dim=encoder.embed_tokens.embedding_dim,
+            decoder_embed_dim=decoder.embed_tokens.embedding_dim,
+            source_vocabulary=len(src),
+            target_vocabulary=len(tgt),
+            decoder_states=[tuple(shape) for shape in state_shapes],
+        ),
+        max_source_positions=positions(encoder.max_positions()),
+        max_target_positions=positions(decoder.max_positions()),
+        symbols=spec.Symbols(pad=tgt.pad(), eos=tgt.eos(), unk=tgt.unk(), bos=tgt.bos(),
+                             source_pad=src.pad(), source_eos=src.eos(), source_unk=src.unk()),
+        tokenizer=None if not args.tokenizer else spec.MosesOptions(
+            source_lang=source_lang, target_lang=target_lang,
+            aggressive_dash_splits=not args.moses_no_dash_splits, escape=not args.moses_no_escape,
+        ),
+        bpe=None if not args.bpe else spec.BPEOptions(separator=args.bpe_separator),
+        int8=bool(args.int8),
+        exported_with={"torch": torch.__version__, "opset": OPSET},
+    )
 
 
-def export(args) -> dict:
+def export(args) -> spec.Manifest:
     """fconv-export: check the command line, load the checkpoint, write the directory."""
     check_args(args)
     model, task, arch = load_model(args.checkpoint, args.data_bin, args.source_lang, args.target_lang)
     return export_model(model, task, args.out_dir, args, arch)
 
 
-def export_model(model, task, out_dir: str, options, arch: str) -> dict:
+def export_model(model, task, out_dir: str, options, arch: str) -> spec.Manifest:
     """Write the whole directory, or nothing: it is built beside ``out_dir`` and renamed.
 
     ``options``: fconv-export's (``parse_args``): tokenizer, BPE, int8."""
     model.eval()
-    out_dir = os.path.abspath(out_dir)
-    parent = os.path.dirname(out_dir)
-    os.makedirs(parent, exist_ok=True)
-    building = tempfile.mkdtemp(prefix=os.path.basename(out_dir) + ".", suffix=".partial", dir=parent)
-    try:
+    with directory_atomically(out_dir) as building:
         state_shapes = export_graphs(model, task, building)
         if options.int8:
             quantize_graphs(building)
-        write_vocabulary(task.source_dictionary, os.path.join(building, "source.vocab"))
-        write_vocabulary(task.target_dictionary, os.path.join(building, "target.vocab"))
-        if options.bpe_codes:
-            shutil.copyfile(options.bpe_codes, os.path.join(building, "bpe.codes"))
         description = manifest(options, model, task, arch, state_shapes)
-        with open(os.path.join(building, "manifest.json"), "w", encoding="utf-8") as f:
-            json.dump(description, f, indent=2)
-        os.chmod(building, 0o755)
-        if os.path.isdir(out_dir):
-            os.rmdir(out_dir)  # empty, checked above
-        os.replace(building, out_dir)
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
+        write_vocabulary(task.source_dictionary, os.path.join(building, description.source_vocabulary))
+        write_vocabulary(task.target_dictionary, os.path.join(building, description.target_vocabulary))
+        if options.bpe_codes:
+            shutil.copyfile(options.bpe_codes, os.path.join(building, description.bpe.codes))
+        description.write(building)
     return description
 
 
@@ -243,7 +220,7 @@ def main(argv=None) -> None:
     compat.install()  # checkpoints load safely on torch >= 2.6; errors print as one line
     description = export(args)
     size = sum(os.path.getsize(os.path.join(args.out_dir, name)) for name in os.listdir(args.out_dir))
-    print(f"fconv_plugin: wrote {args.out_dir}: {description['arch']}, {'int8' if args.int8 else 'float32'}, "
+    print(f"fconv_plugin: wrote {args.out_dir}: {description.arch}, {'int8' if args.int8 else 'float32'}, "
           f"{size / 2**20:.1f} MB", file=sys.stderr)
 
 

@@ -7,6 +7,7 @@ from fairseq.data import Dictionary
 from fairseq.data.encoders.moses_tokenizer import MosesTokenizer, MosesTokenizerConfig
 from fairseq.data.encoders.subword_nmt_bpe import SubwordNMTBPE, SubwordNMTBPEConfig
 
+from fconv_onnx.manifest import BPEOptions, MosesOptions
 from fconv_onnx.text import TextPipeline, Vocabulary
 
 TRAIN = [
@@ -33,11 +34,8 @@ def test_encoding_and_decoding_equal_fairseqs_tokenizer_and_bpe(tmp_path):
     codes = _codes(tmp_path)
     (tmp_path / "bpe.codes").write_bytes(codes.read_bytes())
     for dash_splits, escape in [(True, True), (False, False)]:
-        pipeline = TextPipeline({
-            "tokenizer": {"name": "moses", "source_lang": "es", "target_lang": "en",
-                          "aggressive_dash_splits": dash_splits, "escape": escape},
-            "bpe": {"name": "subword_nmt", "codes": "bpe.codes", "separator": "@@"},
-        }, str(tmp_path))
+        pipeline = TextPipeline(MosesOptions(source_lang="es", target_lang="en", aggressive_dash_splits=dash_splits,
+                                             escape=escape), BPEOptions(separator="@@"), str(tmp_path))
         moses = MosesTokenizer(MosesTokenizerConfig(source_lang="es", target_lang="en",
                                                     moses_no_dash_splits=not dash_splits, moses_no_escape=not escape))
         bpe = SubwordNMTBPE(SubwordNMTBPEConfig(bpe_codes=str(codes)))
@@ -45,7 +43,7 @@ def test_encoding_and_decoding_equal_fairseqs_tokenizer_and_bpe(tmp_path):
             assert pipeline.encode(sentence) == bpe.encode(moses.encode(sentence))
         for target in TARGETS:
             assert pipeline.decode(target) == moses.decode(bpe.decode(target))
-    assert any("@@" in TextPipeline({"bpe": {"codes": "bpe.codes", "separator": "@@"}}, str(tmp_path)).encode(s)
+    assert any("@@" in TextPipeline(None, BPEOptions(separator="@@"), str(tmp_path)).encode(s)
                for s in SENTENCES)  # the codes really split words
 
 
