@@ -1,10 +1,10 @@
 """Draw the multi-step attention of a trained model: one heat map per decoder layer.
 
 Each decoder layer of ConvS2S has its own attention (Gehring et al. 2017, §3.3);
-this translates raw sentences with beam search, reads the chosen translation back
-with teacher forcing, and writes one PNG per sentence with a panel for every
-attention layer and one for their average (the attention ``--replace-unk`` and
-``--print-alignment`` use). Source tokens run along the x axis, output tokens down
+this translates raw sentences with beam search (the inference core), reads the chosen
+translation back with teacher forcing, and writes one PNG per sentence with a panel for
+every attention layer and one for their average (the attention ``--replace-unk`` and
+``--print-alignment`` use); a copying model gets a panel with p_gen too. Source tokens run along the x axis, output tokens down
 the y axis; BPE pieces that continue into the next piece end in "·".
 
     fconv-attention data-bin --path checkpoints/checkpoint_best.pt \\
@@ -13,59 +13,32 @@ the y axis; BPE pieces that continue into the next piece end in "·".
 """
 
 import argparse
-import html
 import logging
 import math
 import os
 import sys
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 
 from .. import compat
 from ..errors import FConvError
-from ..models import FConvModel
-from ..modules import AttentionLayer
+from ..inference import Translator
 
 
-def attention_per_layer(model, src_tokens: torch.Tensor, target_tokens: torch.Tensor) -> List[torch.Tensor]:
-    """Teacher-forced attention of every attention layer: a list of (tgt_len x src_len).
-
-    ``src_tokens`` and ``target_tokens`` are one sentence each, both ending in </s>.
-    """
-    eos = model.decoder.dictionary.eos()
-    prev_output_tokens = torch.cat([target_tokens.new_tensor([eos]), target_tokens[:-1]]).unsqueeze(0)
-    captured = []
-    hooks = [
-        layer.register_forward_hook(lambda _module, _inputs, output: captured.append(output[1][0]))
-        for layer in model.decoder.attention if isinstance(layer, AttentionLayer)
-    ]
-    try:
-        model.eval()
-        with torch.no_grad():
-            model(src_tokens.unsqueeze(0), torch.tensor([src_tokens.numel()]), prev_output_tokens)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return captured
-
-
-def readable(pieces: List[str]) -> List[str]:
-    """Token labels: Moses escapes undone, BPE continuation '@@' shown as '·'."""
-    labels = []
-    for piece in pieces:
-        piece = html.unescape(piece).replace("@-@", "-")
-        labels.append(piece[:-2] + "·" if piece.endswith("@@") else piece)
-    return labels
-
-
-def draw(layers: List[torch.Tensor], source: List[str], target: List[str], title: str):
-    """A figure with one heat map per layer and one of their average, in a grid."""
+def draw(layers: List[torch.Tensor], source: List[str], target: List[str], title: str,
+         p_gen: Optional[List[float]] = None):
+    """A figure with one heat map per layer and one of their average, in a grid; for a
+    copying model a last panel with p_gen, the probability of generating (not copying)
+    each target token."""
     logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq leaves the root logger chatty
     from matplotlib.figure import Figure  # no pyplot: no global figure state, no display needed
 
+    layers = [torch.as_tensor(layer) for layer in layers]
     panels: List[Tuple[str, torch.Tensor]] = [(f"layer {i + 1}", a) for i, a in enumerate(layers)]
     panels.append(("average (used by --replace-unk)", torch.stack(layers).mean(dim=0)))
+    if p_gen is not None:
+        panels.append(("p_gen: generate (1) or copy (0)", torch.tensor(p_gen).unsqueeze(1)))
     columns = min(4, len(panels))
     rows = math.ceil(len(panels) / columns)
     cell = 0.22
@@ -78,7 +51,8 @@ def draw(layers: List[torch.Tensor], source: List[str], target: List[str], title
     for axis, (name, weights) in zip(axes.flat, panels):
         axis.imshow(weights.numpy(), cmap="Greys", vmin=0.0, vmax=1.0, aspect="equal")
         axis.set_title(name, fontsize=9)
-        axis.set_xticks(range(len(source)), source, rotation=90, fontsize=7)
+        labels = source if weights.size(1) == len(source) else ["p_gen"]
+        axis.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
         axis.set_yticks(range(len(target)), target, fontsize=7)
         axis.tick_params(length=0)
     fig.suptitle(title, fontsize=10)
@@ -106,26 +80,19 @@ def main(argv=None) -> None:
         raise FConvError("no sentences given; pass them as arguments or one per line on stdin")
     if not os.path.isfile(args.path):
         raise FConvError(f"--path {args.path}: no such checkpoint file")
-    options = {k: v for k, v in (("source_lang", args.source_lang), ("target_lang", args.target_lang),
-                                 ("tokenizer", args.tokenizer), ("bpe", args.bpe), ("bpe_codes", args.bpe_codes)) if v}
-    hub = FConvModel.from_pretrained(os.path.dirname(os.path.abspath(args.path)),
-                                     checkpoint_file=os.path.basename(args.path), data_name_or_path=args.data, **options)
-    model = hub.models[0]
-    if model.decoder.num_attention_layers == 0:
+    translator = Translator.from_pretrained(args.path, args.data, source_lang=args.source_lang,
+                                            target_lang=args.target_lang, tokenizer=args.tokenizer, bpe=args.bpe,
+                                            bpe_codes=args.bpe_codes, beam=args.beam)
+    if translator.models[0].decoder.num_attention_layers == 0:
         raise FConvError("this model has no attention layers (--decoder-attention False); there is nothing to draw")
     os.makedirs(args.output_dir, exist_ok=True)
-    src_dict, tgt_dict = hub.src_dict, hub.tgt_dict
-    for number, sentence in enumerate(sentences, start=1):
-        src_tokens = hub.encode(sentence)
-        best = hub.generate([src_tokens], beam=args.beam)[0][0]
-        layers = attention_per_layer(model, src_tokens, best["tokens"])
-        source = readable([src_dict[i] for i in src_tokens.tolist()])
-        target = readable([tgt_dict[i] for i in best["tokens"].tolist()])
-        translation = hub.decode(best["tokens"])
+    for number, (sentence, translation) in enumerate(zip(sentences, translator.translate(sentences, attention=True)), start=1):
+        best = translation.best
         path = os.path.join(args.output_dir, f"attention-{number}.png")
-        figure = draw(layers, source, target, f"{sentence}\n→ {translation}")
+        figure = draw(best.attention.layers, best.attention.source, best.attention.target,
+                      f"{sentence}\n→ {best.text}", best.p_gen)
         figure.savefig(path, dpi=100)
-        print(f"{path}\t{len(layers)} attention layers\t{translation}")
+        print(f"{path}\t{len(best.attention.layers)} attention layers\t{best.text}")
 
 
 if __name__ == "__main__":

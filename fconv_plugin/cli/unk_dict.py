@@ -15,15 +15,17 @@ text that was binarised), so words the model only sees as ``<unk>`` get entries 
 
 import argparse
 import collections
+import os
 import sys
 from typing import Counter, Dict, Iterator, List, Tuple
 
-import torch
-from fairseq import checkpoint_utils
 from fairseq.data import data_utils
 
 from .. import compat
+from ..checkpoint_io import write_atomically
 from ..errors import FConvError
+from ..inference import Translator
+from ..inference.attention import averaged_attention
 from ..modules.unk_replacement import attended_source_positions
 
 
@@ -42,8 +44,6 @@ def _batches(pairs, batch_size: int) -> Iterator[list]:
 
 def count_alignments(model, src_dict, tgt_dict, pairs, batch_size: int = 64, max_positions: int = 1024) -> Dict[str, Counter]:
     """For every source word, how often each target word attends to it most."""
-    model.eval()
-    model.decoder.need_attn = True
     counts: Dict[str, Counter] = collections.defaultdict(collections.Counter)
     pairs = [(s, t) for s, t in pairs if len(s) < max_positions and len(t) < max_positions]
     for batch in _batches(pairs, batch_size):
@@ -51,8 +51,7 @@ def count_alignments(model, src_dict, tgt_dict, pairs, batch_size: int = 64, max
         targets = [tgt_dict.encode_line(" ".join(t), add_if_not_exist=False).long() for _, t in batch]
         src_tokens = data_utils.collate_tokens(sources, src_dict.pad(), left_pad=True)
         prev_output_tokens = data_utils.collate_tokens(targets, tgt_dict.pad(), tgt_dict.eos(), move_eos_to_beginning=True)
-        with torch.no_grad():
-            _, attention = model(src_tokens, src_tokens.ne(src_dict.pad()).sum(1), prev_output_tokens)
+        attention = averaged_attention(model, src_tokens, src_tokens.ne(src_dict.pad()).sum(1), prev_output_tokens)
         for row, (source_words, target_words) in enumerate(batch):
             positions = attended_source_positions(attention[row].t(), src_tokens[row], src_dict.pad(), src_dict.eos())
             for target_position, target_word in enumerate(target_words):
@@ -74,23 +73,22 @@ def main(argv=None) -> None:
     parser.add_argument("--source-lang", default=None)
     parser.add_argument("--target-lang", default=None)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--output", default="-", help="where to write the dictionary (default: stdout)")
+    parser.add_argument("--output", default="-", help="where to write the dictionary (default: stdout; a file is written whole)")
     args = parser.parse_args(argv)
     compat.install()  # a fairseq command of the plugin's own: checkpoints load safely, errors print as one line
 
-    overrides = {"data": args.data}
-    if args.source_lang and args.target_lang:
-        overrides.update(source_lang=args.source_lang, target_lang=args.target_lang)
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
+    if not os.path.isfile(args.path):
+        raise FConvError(f"--path {args.path}: no such checkpoint file")
+    translator = Translator.from_pretrained(args.path, args.data, source_lang=args.source_lang, target_lang=args.target_lang)
     pairs = _read_bitext(args.source_text, args.target_text)
-    counts = count_alignments(models[0], task.source_dictionary, task.target_dictionary, pairs, args.batch_size, models[0].max_positions()[0])
+    model, task = translator.models[0], translator.task
+    counts = count_alignments(model, task.source_dictionary, task.target_dictionary, pairs, args.batch_size, translator.source_limit)
     dictionary = most_frequent_translation(counts)
     lines = "".join(f"{source_word} {dictionary[source_word]}\n" for source_word in sorted(dictionary))
     if args.output == "-":
         sys.stdout.write(lines)
     else:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(lines)
+        write_atomically(args.output, lambda f: f.write(lines), binary=False)
     print(f"fconv_plugin: {len(dictionary)} source words from {len(pairs)} sentence pairs", file=sys.stderr)
 
 

@@ -10,15 +10,15 @@ import logging
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
+from ..inference import SplitDocument, Translation, Translator, split_document
 from .batching import DynamicBatcher, Job
-from .translator import Translator
 
 logger = logging.getLogger("fconv_plugin.serve")
 STATIC = Path(__file__).parent / "static"
@@ -67,11 +67,11 @@ def parse_translate_request(body: bytes, translators: Dict[str, Translator], def
         raise BadRequest(400, f"the body is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     if not isinstance(request, dict):
         raise BadRequest(422, 'the body must be a JSON object such as {"text": "a sentence"}')
-    unknown = sorted(set(request) - {"text", "beam", "alignment", "attention", "model"})
+    unknown = sorted(set(request) - {"text", "beam", "alignment", "attention", "model", "document"})
     if unknown:
-        raise BadRequest(422, f"unknown field {unknown[0]!r}; the fields are text, beam, alignment, attention, model")
+        raise BadRequest(422, f"unknown field {unknown[0]!r}; the fields are text, beam, alignment, attention, model, document")
     if "text" not in request:
-        raise BadRequest(422, 'missing "text": give one sentence or a list of sentences')
+        raise BadRequest(422, 'missing "text": give a text (a sentence or a document) or a list of them')
     lines = request["text"]
     if isinstance(lines, str):
         lines = [lines]
@@ -88,25 +88,84 @@ def parse_translate_request(body: bytes, translators: Dict[str, Translator], def
     if type(beam) is not int or not 1 <= beam <= limits.max_beam:
         raise BadRequest(422, f'"beam" must be a whole number from 1 to {limits.max_beam}, got {json.dumps(beam)}')
     flags = {}
-    for flag in ("alignment", "attention"):
+    for flag in ("alignment", "attention", "document"):
         flags[flag] = request.get(flag, False)
         if type(flags[flag]) is not bool:
             raise BadRequest(422, f'"{flag}" must be true or false, got {json.dumps(flags[flag])}')
+    as_document = flags.pop("document")
     translator = translators[model]
-    lines = [line.strip() for line in lines]
-    encoded, tokens = [], 0
-    for number, line in enumerate(lines, start=1):
+    items: List[Item] = []
+    for number, text in enumerate(lines, start=1):
         where = f"sentence {number}" if len(lines) > 1 else "the sentence"
-        if not line:
+        if not text.strip():
             raise BadRequest(422, f"{where} is empty")
-        if "\n" in line or "\r" in line:
-            raise BadRequest(422, f"{where} spans several lines; send each line as its own sentence in a list")
-        encoded.append(translator.encode(line))
-        count = len(encoded[-1].split()) + 1  # + </s>
+        items.append(_item(translator, text.strip(), where, as_document))
+    pieces = [piece for item in items for piece in item.pieces]
+    if len(pieces) > limits.max_sentences:
+        raise BadRequest(413, f"{len(pieces)} sentences in one request; the limit is {limits.max_sentences} (--max-request-sentences)")
+    encoded = [text for item in items for text in item.encoded]
+    tokens = sum(translator.token_count(text) for text in encoded)
+    return Job(model, pieces, encoded, tokens, beam, items=items, **flags)
+
+
+def _item(translator: Translator, text: str, where: str, as_document: bool) -> "Item":
+    """One text of a request: a sentence, translated whole as fairseq-interactive translates
+    a line; or, with ``"document": true`` or line breaks in it, a document (paragraphs and
+    lines kept, split into sentences, long ones at safe points: ``inference.documents``)."""
+    if not as_document and "\n" not in text and "\r" not in text:
+        encoded = translator.encode(text)
+        count = translator.token_count(encoded)
         if count > translator.source_limit:
-            raise BadRequest(413, f"{where} has {count} tokens; the model reads at most {translator.source_limit}; split it")
-        tokens += count
-    return Job(model, lines, encoded, tokens, beam, **flags)
+            raise BadRequest(413, f"{where} has {count} tokens; the model reads at most {translator.source_limit}; "
+                                  'split it, or send "document": true to have it split into sentences')
+        return Item(None, [text], [encoded])
+    document = split_document(translator, text.replace("\r\n", "\n"))
+    for piece, piece_encoded in zip(document.pieces, document.encoded):
+        count = translator.token_count(piece_encoded)
+        if count > translator.source_limit:  # a single "word" longer than the model reads
+            raise BadRequest(413, f"{where} has a word of {count} tokens; the model reads at most {translator.source_limit}")
+    return Item(document, document.pieces, document.encoded)
+
+
+@dataclass
+class Item:
+    document: Optional[SplitDocument]  # None: one sentence
+    pieces: List[str]
+    encoded: List[str]
+
+
+def _hypothesis_answer(translation: Translation, alignment: bool, attention: bool) -> dict:
+    best = translation.best
+    answer = {"text": best.text, "score": best.score}
+    if alignment:
+        answer["alignment"] = [[s, t] for s, t in best.alignment]
+    if attention:
+        answer["attention"] = {
+            "source": best.attention.source,
+            "target": best.attention.target,
+            "layers": [[[round(w, 4) for w in row] for row in layer] for layer in best.attention.layers],
+        }
+        if best.p_gen is not None:
+            answer["p_gen"] = [round(p, 4) for p in best.p_gen]
+    return answer
+
+
+def answers(job: Job, translations: List[Translation]) -> List[dict]:
+    """One answer per text of the request: a sentence's, or a document's text with its sentences'."""
+    out, start = [], 0
+    for item in job.items:
+        mine = translations[start: start + len(item.pieces)]
+        start += len(item.pieces)
+        if item.document is None:
+            out.append(_hypothesis_answer(mine[0], job.alignment, job.attention))
+            continue
+        sentences = [_hypothesis_answer(t, job.alignment, job.attention) for t in mine]
+        out.append({
+            "text": item.document.assemble(mine).text,
+            "score": sum(s["score"] for s in sentences) / len(sentences) if sentences else 0.0,
+            "sentences": sentences,
+        })
+    return out
 
 
 def create_app(translators: Dict[str, Translator], default_model: str, default_beam: int,
@@ -136,14 +195,14 @@ def create_app(translators: Dict[str, Translator], default_model: str, default_b
             return _error(bad.status, str(bad))
         future = asyncio.wrap_future(batcher.submit(job))
         try:
-            translations: List[dict] = await asyncio.wait_for(asyncio.shield(future), limits.timeout)
+            translations: List[Translation] = await asyncio.wait_for(asyncio.shield(future), limits.timeout)
         except asyncio.TimeoutError:
             job.result.cancel()  # dropped if its round has not started
             return _error(503, f"the translation took longer than {limits.timeout:g} s (--timeout); the server is busy, try again")
         except Exception as error:  # the model failed on this input: say so in one line
             logger.exception("fconv-serve: generation failed")
             return _error(500, f"translation failed: {str(error).splitlines()[0] if str(error) else type(error).__name__}")
-        return {"translations": translations}
+        return {"translations": answers(job, translations)}
 
     @app.get("/health")
     async def health():

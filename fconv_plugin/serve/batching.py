@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from .translator import Translator
+from ..inference import Translator
 
 
 @dataclass
@@ -27,6 +27,7 @@ class Job:
     beam: int
     alignment: bool = False
     attention: bool = False
+    items: list = field(default_factory=list)  # the request's texts (app.Item): how ``lines`` make its answers
     result: Future = field(default_factory=Future)
 
     @property
@@ -116,7 +117,8 @@ class DynamicBatcher:
             lines = [line for job in group for line in job.lines]
             encoded = [text for job in group for text in job.encoded]
             try:
-                translations = self.translators[model].translate(lines, encoded, beam, alignment, attention)
+                translations = self.translators[model].translate(lines, encoded=encoded, beam=beam, alignment=alignment,
+                                                                 attention=attention)
             except Exception as error:  # every waiting client hears of it; the worker goes on
                 for job in group:
                     job.result.set_exception(error)

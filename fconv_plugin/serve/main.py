@@ -59,7 +59,6 @@ def main(argv=None) -> None:
         argv = ["--user-dir", PLUGIN_DIR, *argv]
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from fairseq_cli import interactive  # noqa: F401  the fixes wrap its batching; the server uses it
 
     compat.install()  # one-line errors, safe loading, --replace-unk, input checks
     args = options.parse_args_and_arch(build_parser(), argv)
@@ -77,15 +76,15 @@ def main(argv=None) -> None:
     if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:
         cfg.dataset.batch_size = args.max_batch_sentences  # one generation call a round
 
+    from ..inference import Translator
     from .app import Limits, create_app
     from .batching import DynamicBatcher
-    from .translator import Translator
 
     translators = {}
     for name, path in checkpoints.items():
         model_cfg = copy.deepcopy(cfg)
         model_cfg.common_eval.path = path
-        translators[name] = Translator(name, model_cfg)
+        translators[name] = Translator(model_cfg, name)
         logging.getLogger("fconv_plugin.serve").info("fconv-serve: model %r: %s", name, translators[name].describe())
     limits = Limits(args.max_body_bytes, args.max_request_sentences, args.max_beam, args.timeout)
     batcher = DynamicBatcher(translators, args.batch_window_ms / 1000.0, args.max_batch_tokens, args.max_batch_sentences)

@@ -5,6 +5,7 @@ import pytest
 from matplotlib import image
 
 from fconv_plugin.cli import attention
+from fconv_plugin.inference.attention import layer_attention, readable
 from tests.cli.conftest import run_tool
 from tests.cli.test_alignment import _reference_model
 
@@ -32,7 +33,8 @@ def test_layers_are_the_decoder_layers_and_their_mean_is_fairseqs_average(traine
     ours = models[0]
     source = task.source_dictionary.encode_line("s1 s2 s3 s4 s5", add_if_not_exist=False).long()
     target = task.target_dictionary.encode_line("t1 t2 t3 t4 t5", add_if_not_exist=False).long()
-    layers = attention.attention_per_layer(ours, source, target)
+    layers, p_gen = layer_attention(ours, source, target)
+    assert p_gen is None  # a model that does not copy
     assert len(layers) == ours.decoder.num_attention_layers == 2
     assert all(layer.shape == (target.numel(), source.numel()) for layer in layers)
     assert all(torch.allclose(layer.sum(dim=-1), torch.ones(target.numel())) for layer in layers)
@@ -41,8 +43,8 @@ def test_layers_are_the_decoder_layers_and_their_mean_is_fairseqs_average(traine
         _, expected = reference(source.unsqueeze(0), torch.tensor([source.numel()]), prev)
     assert torch.allclose(torch.stack(layers).mean(dim=0), expected[0], atol=1e-6)
 
-    figure = attention.draw(layers, attention.readable(["s1", "ab@@", "&apos;"]) * 2, ["t"] * 6, "title")
-    assert attention.readable(["ab@@", "&apos;", "@-@"]) == ["ab·", "'", "-"]
+    figure = attention.draw(layers, readable(["s1", "ab@@", "&apos;"]) * 2, ["t"] * 6, "title")
+    assert readable(["ab@@", "&apos;", "@-@"]) == ["ab·", "'", "-"]
     assert len([axis for axis in figure.axes if axis.images]) == 3  # 2 layers + the average
 
 
