@@ -25,6 +25,8 @@ setup(
         "sacrebleu>=2.0",
         "matplotlib",  # fconv-attention and the examples' training curves
         "rouge-score",  # the summarisation example
+        "sentencex",  # documents: sentence splitting (inference/documents.py)
+        "tqdm",  # fconv-translate's progress
     ],
     extras_require={
         "test": ["pytest", "hypothesis", "selenium"],
@@ -35,6 +37,7 @@ setup(
     package_data={"fconv_plugin.serve": ["static/*"]},
     entry_points={
         "console_scripts": [
+            "fconv-translate = fconv_plugin.cli.translate:main",
             "fconv-unk-dict = fconv_plugin.cli.unk_dict:main",
             "fconv-attention = fconv_plugin.cli.attention:main",
             "fconv-quantize = fconv_plugin.cli.quantize:main",

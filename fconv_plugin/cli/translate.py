@@ -1,0 +1,97 @@
+"""fconv-translate: a text file (or stdin) in, its translation out, paragraphs and line breaks kept.
+
+    fconv-translate data-bin --path checkpoints/checkpoint_best.pt \\
+        --tokenizer moses --bpe subword_nmt --bpe-codes codes --beam 5 \\
+        --input chapter.es.txt --output chapter.en.txt
+
+It takes fairseq-interactive's options (the data directory, ``--path``, ``-s``/``-t``,
+``--tokenizer``, ``--bpe``, ``--bpe-codes``, ``--beam``, ``--lenpen``, ``--replace-unk``,
+``--max-tokens``/``--batch-size``, ...), so whatever works with fairseq-interactive
+works here, int8 checkpoints from ``fconv-quantize`` too. Unlike fairseq-interactive it
+reads a document: each line is split into sentences, a sentence longer than the model
+reads is split at safe points, all sentences are translated in token-bounded batches,
+and the lines are put back together (``fconv_plugin.inference.documents``).
+"""
+
+import sys
+from pathlib import Path
+
+from .. import compat
+from ..checkpoint_io import write_atomically
+from ..errors import FConvError
+
+PLUGIN_DIR = str(Path(__file__).resolve().parent.parent)
+
+
+def build_parser():
+    from fairseq import options
+
+    parser = options.get_interactive_generation_parser()
+    parser.description = __doc__.split("\n\n")[0]
+    group = parser.add_argument_group("fconv-translate")
+    group.add_argument("--output", default="-", help="where the translation goes (default: stdout; a file is written whole)")
+    group.add_argument("--source-language-rules", default=None, metavar="LANG",
+                       help="the language whose sentence-splitting rules apply (default: the source language, -s)")
+    group.add_argument("--max-sentence-tokens", type=int, default=None,
+                       help="split longer sentences at safe points (default: --max-len-b, at most what the model reads)")
+    return parser
+
+
+def read_input(path: str) -> str:
+    """The whole input as text; one line naming the problem if it is no UTF-8 text file."""
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as error:
+        raise FConvError(f"--input {path}: {error.strerror or error}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise FConvError(f"{'stdin' if path == '-' else path} is not UTF-8 text (byte {data[error.start]:#04x} on line {line}); "
+                         "convert it, e.g. with iconv -t utf-8") from None
+
+
+def main(argv=None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not any(a == "--user-dir" or a.startswith("--user-dir=") for a in argv):
+        argv = ["--user-dir", PLUGIN_DIR, *argv]
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    compat.install()  # one-line errors
+    args = options.parse_args_and_arch(build_parser(), argv)
+    if args.path is None:
+        raise FConvError("--path is required: the checkpoint to translate with")
+    if args.output != "-" and args.input != "-" and Path(args.output).resolve() == Path(args.input).resolve():
+        raise FConvError(f"--output {args.output} is the input file; give another file (nothing was written)")
+    if args.max_sentence_tokens is not None and args.max_sentence_tokens < 2:
+        raise FConvError(f"--max-sentence-tokens must be at least 2, got {args.max_sentence_tokens}")
+    text = read_input(args.input)
+
+    from ..inference import Translator, split_document
+
+    translator = Translator(convert_namespace_to_omegaconf(args))
+    split = split_document(translator, text, args.source_language_rules, args.max_sentence_tokens)
+    progress = None
+    if not args.no_progress_bar:
+        from tqdm import tqdm
+
+        # shown once a run takes longer than 2 s: long inputs
+        progress = tqdm(total=len(split.pieces), desc="fconv-translate", unit=" sentences", file=sys.stderr, delay=2.0)
+    try:
+        translations = translator.translate(split.pieces, encoded=split.encoded,
+                                            progress=None if progress is None else progress.update) if split.pieces else []
+    finally:
+        if progress is not None:
+            progress.close()
+    document = split.assemble(translations)
+    if args.output == "-":
+        sys.stdout.write(document.text)
+        sys.stdout.flush()
+    else:
+        write_atomically(args.output, lambda f: f.write(document.text), binary=False)
+    print(f"fconv_plugin: translated {len(document.sentences)} sentences", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
