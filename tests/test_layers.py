@@ -1,0 +1,139 @@
+"""The package's layers import one way (docs/design.md#layers), checked by importing each
+layer in a fresh process and by reading the sources.
+
+paper layers (modules/) → fairseq model (models/) → inference core (inference/) → the
+faces (cli/, serve/, export/); compat/ (host fixes) only from entry points; fconv_onnx
+without torch, fairseq or fconv_plugin.
+"""
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "fconv_plugin"
+
+LOADED = """
+import json, sys
+def loaded():
+    return {{name for name in sys.modules if name.split(".")[0] in ("fconv_plugin", "fconv_onnx", "torch", "fairseq", "fairseq_cli")}}
+before = loaded() if {baseline!r} is None else (__import__({baseline!r}), loaded())[1]
+import {module}
+print(json.dumps(sorted(loaded() - before)))
+"""
+
+# (what is imported, package prefixes it must not load). The package itself registers the
+# model (fairseq's --user-dir imports it), so a subpackage is measured by what it loads
+# beyond ``import fconv_plugin``.
+RULES = [
+    ("fconv_plugin", ["fconv_plugin.inference", "fconv_plugin.compat", "fconv_plugin.cli", "fconv_plugin.serve",
+                      "fconv_plugin.export", "fairseq_cli"]),
+    ("fconv_plugin.inference", ["fconv_plugin.compat", "fconv_plugin.cli", "fconv_plugin.serve", "fconv_plugin.export",
+                                "fairseq_cli"]),
+    ("fconv_plugin.serve.app", ["fconv_plugin.cli", "fconv_plugin.export", "fairseq_cli"]),
+    ("fconv_plugin.serve.main", ["fconv_plugin.cli", "fconv_plugin.export", "fairseq_cli"]),
+    ("fconv_plugin.export.main", ["fconv_plugin.cli", "fconv_plugin.serve", "fairseq_cli"]),
+    ("fconv_plugin.cli.translate", ["fconv_plugin.serve", "fconv_plugin.export", "fairseq_cli"]),
+]
+
+
+def _loaded(module: str, baseline=None) -> list:
+    """What importing ``module`` in a fresh process loads (after ``baseline``, if given)."""
+    script = LOADED.format(module=module, baseline=baseline)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                            check=True)
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("module,forbidden", RULES, ids=[module for module, _ in RULES])
+def test_a_layer_loads_nothing_above_it(module, forbidden):
+    loaded = _loaded(module, None if module == "fconv_plugin" else "fconv_plugin")
+    assert module in loaded
+    offending = [name for name in loaded if any(name == f or name.startswith(f + ".") for f in forbidden)]
+    assert offending == []
+
+
+# Each part of the package and the parts it may import, in the layers' order (docs/design.md#layers).
+BELOW = {"errors": [], "checkpoint_io": ["errors"]}
+BELOW["modules"] = ["errors"]
+BELOW["layer_spec"] = ["errors", "modules"]  # the options of the model, in the paper's layer terms
+BELOW["models"] = BELOW["modules"] + ["modules", "layer_spec", "checkpoint_io"]
+BELOW["inference"] = BELOW["models"] + ["models"]
+BELOW["compat"] = BELOW["inference"] + ["inference"]
+for face in ("cli", "serve", "export"):
+    BELOW[face] = BELOW["inference"] + ["inference", "compat"]
+
+
+def test_each_part_imports_only_the_layers_below_it():
+    """Read from the sources: the import test above cannot see modules/ or checkpoint_io
+    apart from the model that ``import fconv_plugin`` registers."""
+    offending = []
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts == ("__init__",):
+            continue
+        part = parts[0]
+        allowed = {part, *BELOW[part]}
+        for line, name in _imports(path):
+            names = name.split(".")
+            if names[0] == "fconv_plugin" and len(names) > 1 and names[1] not in allowed:
+                offending.append((path.relative_to(ROOT).as_posix(), line, name))
+    # compat is imported by the faces' entry points only (test below); the rest is by layer
+    assert [o for o in offending if not o[2].startswith("fconv_plugin.compat")] == []
+
+
+def test_the_onnx_runtime_imports_no_torch_fairseq_or_plugin():
+    loaded = _loaded("fconv_onnx.translate, fconv_onnx.manifest")
+    assert "fconv_onnx.manifest" in loaded
+    assert [name for name in loaded if name.split(".")[0] in ("torch", "fairseq", "fconv_plugin")] == []
+
+
+def _imports(path: Path):
+    """(line, imported module as written, resolved against the package) of every import in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            for alias in node.names:
+                yield node.lineno, f"{base}.{alias.name}" if not node.module else base
+
+
+ENTRY_POINTS = {"fconv_plugin/__init__.py", "fconv_plugin/serve/main.py", "fconv_plugin/export/main.py"}
+
+
+def test_only_entry_points_import_the_host_fixes():
+    """compat/ is imported by the package's --user-dir hook and the commands, never by a layer."""
+    offending = []
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("fconv_plugin/compat/") or relative.startswith("fconv_plugin/cli/") or relative in ENTRY_POINTS:
+            continue
+        offending += [(relative, line) for line, name in _imports(path) if name.startswith("fconv_plugin.compat")]
+    assert offending == []
+
+
+def test_no_layer_writes_the_models_generation_flags():
+    """need_attn and the beam settings are the model's own: set by its methods, never from outside."""
+    offending = []
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("fconv_plugin/models/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Attribute) and target.attr in ("need_attn", "share_attention_across_beam",
+                                                                             "beam_size", "batch_invariant"):
+                        offending.append((relative, node.lineno, target.attr))
+    assert offending == []
