@@ -26,7 +26,8 @@ def exportable_copy(model: nn.Module) -> nn.Module:
     if getattr(model.decoder, "pointer_generator", None) is not None:
         raise FConvError("fconv-export does not export pointer-generator (copying) models yet; "
                          "serve them with fairseq-interactive or fconv-serve")
-    model = copy.deepcopy(model).float().eval()
+    model = copy.deepcopy(model).float()
+    model.eval()  # (a model fairseq prepared for generation returns None from eval())
     fold_weight_norm_(model)
     # no attention returned; one row of keys per hypothesis, as the runtime keeps them
     model.decoder.make_generation_fast_(need_attn=False, beamable_mm_beam_size=None)

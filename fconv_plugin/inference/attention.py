@@ -12,10 +12,16 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from ..errors import FConvError
+
 
 def teacher_forced_details(model, src_tokens: Tensor, src_lengths: Tensor, prev_output_tokens: Tensor) -> dict:
     """The decoder's ``details`` for a batch read with teacher forcing: ``attention`` (one
-    batch x tgt x src tensor per attention layer) and, for copying models, ``p_gen``."""
+    batch x tgt x src tensor per attention layer) and, for copying models, ``p_gen``.
+
+    The model must be in eval mode: with dropout the weights read would be noise."""
+    if model.training:
+        raise FConvError("the model is in training mode (dropout on); call model.eval() before reading its attention")
     details = {}
     with torch.no_grad():
         encoder_out = model.encoder(src_tokens, src_lengths)

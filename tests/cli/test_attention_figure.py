@@ -1,10 +1,11 @@
 """fconv-attention: one heat map per attention layer, from the model's own layers."""
 
-import torch
 import pytest
+import torch
 from matplotlib import image
 
 from fconv_plugin.cli import attention
+from fconv_plugin.errors import FConvError
 from fconv_plugin.inference.attention import layer_attention, readable
 from tests.cli.conftest import run_tool
 from tests.cli.test_alignment import _reference_model
@@ -33,6 +34,9 @@ def test_layers_are_the_decoder_layers_and_their_mean_is_fairseqs_average(traine
     ours = models[0]
     source = task.source_dictionary.encode_line("s1 s2 s3 s4 s5", add_if_not_exist=False).long()
     target = task.target_dictionary.encode_line("t1 t2 t3 t4 t5", add_if_not_exist=False).long()
+    with pytest.raises(FConvError, match="training mode"):  # fairseq's loader leaves dropout on
+        layer_attention(ours, source, target)
+    ours.eval()
     layers, p_gen = layer_attention(ours, source, target)
     assert p_gen is None  # a model that does not copy
     assert len(layers) == ours.decoder.num_attention_layers == 2
