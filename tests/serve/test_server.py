@@ -70,6 +70,26 @@ def test_beam_one_answers_as_fairseq_interactive_with_beam_one(served):
     assert status == 200 and [a["text"] for a in answer["translations"]] == expected
 
 
+def test_a_text_with_line_breaks_or_marked_as_a_document_is_translated_as_one(served):
+    """A document: each line's sentences translated as fairseq-interactive translates them
+    alone, the lines and blank lines kept; an over-long sentence is split, not refused."""
+    server, data_bin, checkpoint = served
+    lines = _sentences(4, seed=4)
+    expected = [answer["text"] for answer in interactive_answers(data_bin, checkpoint, lines)]
+    text = f"{lines[0]}\n{lines[1]}\n\n{lines[2]}\r\n{lines[3]}"
+    status, answer = server.translate(text=[text, lines[0]])
+    assert status == 200
+    document, sentence = answer["translations"]
+    assert document["text"] == f"{expected[0]}\n{expected[1]}\n\n{expected[2]}\n{expected[3]}"
+    assert [s["text"] for s in document["sentences"]] == expected
+    assert sentence == {"text": expected[0], "score": sentence["score"]}
+    long_line = " ".join(["s1 s2 s3"] * 400)  # 1,200 words: over the model's 1,022 positions
+    assert server.translate(text=long_line)[0] == 413
+    status, answer = server.translate(text=long_line, document=True)
+    assert status == 200 and len(answer["translations"][0]["sentences"]) > 1
+    assert "\n" not in answer["translations"][0]["text"]
+
+
 def test_models_health_and_attention_for_the_page(served):
     server, _, _ = served
     status, models = server.get("/models")
