@@ -1,12 +1,14 @@
-"""The HTTP API: POST /translate, GET /health, GET /models, and the page at /.
+"""The HTTP API: POST /translate, GET /health (readiness), /health/live, GET /models, and the page at /.
 
 Every bad request gets a 4xx answer ``{"error": "<one line>"}`` and the server goes
-on serving; a request that waits longer than the timeout gets 503.
+on serving; a request the full queue cannot take gets 429 with ``Retry-After`` at
+once, and one that waits longer than the timeout gets 503.
 """
 
 import asyncio
 import json
 import logging
+import time
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from ..inference import SplitDocument, Translation, Translator, split_document
-from .batching import DynamicBatcher, Job
+from .batching import DeadlinePassed, DynamicBatcher, Job, QueueFull, ShuttingDown
 
 logger = logging.getLogger("fconv_plugin.serve")
 STATIC = Path(__file__).parent / "static"
@@ -38,8 +40,8 @@ class BadRequest(Exception):
         self.status = status
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: int, message: str, headers: Optional[Dict[str, str]] = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -193,11 +195,17 @@ def create_app(translators: Dict[str, Translator], default_model: str, default_b
             job = await run_in_threadpool(parse_translate_request, body, translators, default_model, default_beam, limits)
         except BadRequest as bad:
             return _error(bad.status, str(bad))
-        future = asyncio.wrap_future(batcher.submit(job))
+        job.deadline = time.monotonic() + limits.timeout
+        try:
+            future = asyncio.wrap_future(batcher.submit(job))
+        except QueueFull as full:  # at once, not after the timeout
+            return _error(429, str(full), headers={"Retry-After": str(full.retry_after)})
+        except ShuttingDown as stopping:
+            return _error(503, str(stopping))
         try:
             translations: List[Translation] = await asyncio.wait_for(asyncio.shield(future), limits.timeout)
-        except asyncio.TimeoutError:
-            job.result.cancel()  # dropped if its round has not started
+        except (asyncio.TimeoutError, DeadlinePassed):
+            job.result.cancel()  # dropped before its next chunk; a chunk generating now is discarded
             return _error(503, f"the translation took longer than {limits.timeout:g} s (--timeout); the server is busy, try again")
         except Exception as error:  # the model failed on this input: say so in one line
             logger.exception("fconv-serve: generation failed")
@@ -206,7 +214,15 @@ def create_app(translators: Dict[str, Translator], default_model: str, default_b
 
     @app.get("/health")
     async def health():
+        """Readiness: 200 while the models are loaded and the generation worker takes work."""
+        if not batcher.ready:
+            return _error(503, "not ready: the generation worker is not running (starting or shutting down)")
         return {"status": "ok", "models": sorted(translators), "batching": asdict(batcher.stats)}
+
+    @app.get("/health/live")
+    async def live():
+        """Liveness: the process answers HTTP (a load balancer's restart signal, not its routing one)."""
+        return {"status": "alive"}
 
     @app.get("/models")
     async def models():

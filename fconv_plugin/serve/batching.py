@@ -1,24 +1,51 @@
-"""Dynamic batching: sentences of requests that arrive together go through one generation call.
+"""Dynamic batching with back-pressure: sentences of requests that arrive together go
+through one generation call, and a full queue says so at once.
 
-A request becomes a ``Job`` (its sentences and options). One worker thread owns the
-model: it takes the first waiting job, then keeps taking jobs for ``window`` seconds
-or until ``max_tokens`` source tokens (or ``max_sentences``) are gathered, and
-translates each group of jobs with the same model and options in one call. A job
-that would overflow the budget waits for the next round; a job whose client gave up
-before its round started is dropped.
+A request becomes a ``Job`` (its sentences, options and deadline), cut into chunks
+that each fit one generation call (``max_tokens`` source tokens, ``max_sentences``).
+One worker thread owns the models. It waits for the first chunk, then up to ``window``
+seconds for more work, and takes a round: one chunk of every waiting job in arrival
+order, again and again while the budget lasts. So a large request is spread over
+several rounds, and each round serves first the jobs it served longest ago (round
+robin, new jobs first): a small request that arrives meanwhile goes into the next round, so its wait is
+bounded by one generation call, not by the large request.
+
+Back-pressure: at most ``max_queued_sentences`` sentences wait or run; a request that
+would go past that is refused on ``submit`` (``QueueFull``, with a wait to suggest),
+never queued to time out. A job whose deadline has passed, or whose client gave up,
+is dropped before its next chunk starts; a chunk already generating finishes (torch
+cannot be interrupted) and its result is discarded.
 """
 
-import queue
+import math
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Deque, Dict, List, Optional, Tuple
 
-from ..inference import Translator
+from ..inference import Translation, Translator
 
 
-@dataclass
+class QueueFull(Exception):
+    """The queue cannot take the request now; ``retry_after`` is a wait in whole seconds."""
+
+    def __init__(self, queued: int, limit: int, retry_after: int):
+        super().__init__(f"the server is busy: {queued} sentences are waiting (the queue holds {limit}); "
+                         f"try again in {retry_after} s")
+        self.retry_after = retry_after
+
+
+class ShuttingDown(Exception):
+    """The server is stopping and takes no new work."""
+
+
+class DeadlinePassed(Exception):
+    """The job's deadline passed before its translation could start or finish."""
+
+
+@dataclass(eq=False)  # a job is itself: two with the same sentences are two jobs
 class Job:
     model: str
     lines: List[str]
@@ -28,11 +55,19 @@ class Job:
     alignment: bool = False
     attention: bool = False
     items: list = field(default_factory=list)  # the request's texts (app.Item): how ``lines`` make its answers
+    deadline: float = math.inf  # time.monotonic() after which nobody waits for the answer
     result: Future = field(default_factory=Future)
+    chunks: Deque[Tuple[int, int]] = field(default_factory=deque)  # (start, end) of lines not yet taken
+    translations: List[Optional[Translation]] = field(default_factory=list)
+    unfinished: int = 0  # chunks taken or waiting whose translations have not come back
+    last_round: int = -1  # the batcher's round that last took a chunk of it
 
     @property
     def options(self) -> tuple:
         return (self.model, self.beam, self.alignment, self.attention)
+
+    def abandoned(self, now: float) -> bool:
+        return self.result.cancelled() or self.result.done() or now > self.deadline
 
 
 @dataclass
@@ -41,93 +76,200 @@ class BatchingStats:
     sentences: int = 0  # sentences translated
     requests: int = 0  # jobs answered
     largest_call: int = 0  # most sentences in one call
+    refused: int = 0  # jobs refused because the queue was full
+    expired: int = 0  # jobs dropped or discarded after their deadline or their client gave up
+    queued_sentences: int = 0  # sentences waiting or being translated now
 
 
-_STOP = object()
+def token_count(encoded: str) -> int:
+    return len(encoded.split()) + 1  # + </s>
+
+
+def chunks_of(encoded: List[str], max_tokens: int, max_sentences: int) -> Deque[Tuple[int, int]]:
+    """Consecutive (start, end) ranges of ``encoded`` that each fit one generation call.
+    A single sentence over ``max_tokens`` is a chunk of its own."""
+    chunks: Deque[Tuple[int, int]] = deque()
+    start, tokens = 0, 0
+    for index, line in enumerate(encoded):
+        count = token_count(line)
+        if index > start and (tokens + count > max_tokens or index - start >= max_sentences):
+            chunks.append((start, index))
+            start, tokens = index, 0
+        tokens += count
+    if encoded:
+        chunks.append((start, len(encoded)))
+    return chunks
 
 
 class DynamicBatcher:
-    def __init__(self, translators: Dict[str, Translator], window: float, max_tokens: int, max_sentences: int):
+    def __init__(self, translators: Dict[str, Translator], window: float, max_tokens: int, max_sentences: int,
+                 max_queued_sentences: int = 1024):
         self.translators = translators
         self.window = window
         self.max_tokens = max_tokens
         self.max_sentences = max_sentences
+        self.max_queued_sentences = max_queued_sentences
         self.stats = BatchingStats()
-        self._queue: "queue.Queue" = queue.Queue()
-        self._carried = []  # jobs that did not fit in the last round
+        self.observers = []  # called with (round's sentences, tokens, seconds) after each generation call
+        self._jobs: List[Job] = []  # jobs with chunks left to take, in arrival order
+        self._condition = threading.Condition()
+        self._stopping = False
+        self._rounds = 0
+        self._sentences_per_second = 0.0  # recent throughput, for Retry-After
         self._worker = threading.Thread(target=self._run, name="fconv-serve-generation", daemon=True)
+
+    # --- the server's side --------------------------------------------------------------
 
     def start(self) -> None:
         self._worker.start()
 
+    @property
+    def ready(self) -> bool:
+        return self._worker.is_alive() and not self._stopping
+
     def submit(self, job: Job) -> Future:
-        self._queue.put(job)
+        """Queue ``job``; ``QueueFull`` at once if its sentences do not fit in the queue."""
+        with self._condition:
+            if self._stopping:
+                raise ShuttingDown("the server is shutting down; send the request to another replica or try again")
+            queued = self.stats.queued_sentences
+            if queued + len(job.lines) > self.max_queued_sentences:
+                self.stats.refused += 1
+                raise QueueFull(queued, self.max_queued_sentences, self._retry_after(queued))
+            job.chunks = chunks_of(job.encoded, self.max_tokens, self.max_sentences)
+            job.translations = [None] * len(job.lines)
+            job.unfinished = len(job.chunks)
+            self.stats.queued_sentences += len(job.lines)
+            self._jobs.append(job)
+            self._condition.notify_all()
         return job.result
 
     def stop(self) -> None:
         """Finish every job already submitted, then end the worker."""
-        self._queue.put(_STOP)
+        with self._condition:
+            self._stopping = True
+            self._condition.notify_all()
         self._worker.join()
 
+    def _retry_after(self, queued: int) -> int:
+        rate = self._sentences_per_second
+        return max(1, math.ceil(queued / rate)) if rate > 0 else 1
+
+    # --- the worker ---------------------------------------------------------------------
+
     def _run(self) -> None:
-        stopping = False
-        while not (stopping and not self._carried):
-            first = self._carried.pop(0) if self._carried else self._queue.get()
-            if first is _STOP:
-                stopping = True
-                continue
-            jobs = [first]
-            tokens, sentences = first.tokens, len(first.lines)
-            deadline = time.monotonic() + self.window
-            while not stopping and tokens < self.max_tokens and sentences < self.max_sentences:
-                if self._carried:
-                    job = self._carried.pop(0)
-                else:
-                    try:
-                        job = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-                    except queue.Empty:
-                        break
-                if job is _STOP:
-                    stopping = True
-                    break
-                if tokens + job.tokens > self.max_tokens or sentences + len(job.lines) > self.max_sentences:
-                    self._carried.append(job)
-                    break
-                jobs.append(job)
-                tokens, sentences = tokens + job.tokens, sentences + len(job.lines)
-            self._translate_round(jobs)
-        self._drain_after_stop()
-
-    def _drain_after_stop(self) -> None:
-        """Jobs submitted after stop() still get an answer: translated one round each."""
         while True:
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                return
-            if job is not _STOP:
-                self._translate_round([job])
+            with self._condition:
+                while not self._jobs and not self._stopping:
+                    self._condition.wait()
+                if not self._jobs:
+                    return  # stopping, and nothing left
+                window_ends = time.monotonic() + self.window
+                while not self._stopping and not self._round_is_full():
+                    remaining = window_ends - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._condition.wait(remaining)
+                taken = self._take_round(time.monotonic())
+            self._translate_round(taken)
 
-    def _translate_round(self, jobs: List[Job]) -> None:
-        groups: Dict[tuple, List[Job]] = {}
-        for job in jobs:
-            if job.result.set_running_or_notify_cancel():  # False: its client gave up
-                groups.setdefault(job.options, []).append(job)
+    def _round_is_full(self) -> bool:
+        waiting = [job.chunks[0] for job in self._jobs if job.chunks]
+        return sum(end - start for start, end in waiting) >= self.max_sentences
+
+    def _take_round(self, now: float) -> List[Tuple[Job, int, int]]:
+        """Chunks for one round: one of each job in turn while the budget lasts. Jobs past
+        their deadline, or whose client gave up, are dropped here."""
+        for job in list(self._jobs):
+            if job.abandoned(now):
+                self._drop(job)
+        taken, tokens, sentences = [], 0, 0
+        self._rounds += 1
+        # round robin: jobs served longest ago first (new ones before all), then by arrival
+        order = sorted(self._jobs, key=lambda job: job.last_round)
+        progress = True
+        while progress:
+            progress = False
+            for job in order:
+                if job not in self._jobs:
+                    continue
+                if not job.chunks:
+                    continue
+                start, end = job.chunks[0]
+                count = sum(token_count(line) for line in job.encoded[start:end])
+                if taken and (tokens + count > self.max_tokens or sentences + end - start > self.max_sentences):
+                    continue
+                if not job.result.running() and not job.result.set_running_or_notify_cancel():
+                    self._drop(job)  # its client gave up a moment ago
+                    continue
+                job.chunks.popleft()
+                job.last_round = self._rounds
+                taken.append((job, start, end))
+                tokens, sentences, progress = tokens + count, sentences + end - start, True
+        self._jobs = [job for job in self._jobs if job.chunks]
+        return taken
+
+    def _drop(self, job: Job) -> None:
+        """Under the lock: forget ``job``'s remaining chunks and free its place in the queue."""
+        self._jobs.remove(job)
+        self.stats.queued_sentences -= len(job.lines)
+        self.stats.expired += 1
+        job.chunks.clear()
+        if job.result.running():  # a chunk ran already; the client is answered by its deadline
+            job.result.set_exception(DeadlinePassed("the deadline passed during the translation"))
+        elif not job.result.done():
+            job.result.cancel()
+
+    def _translate_round(self, taken: List[Tuple[Job, int, int]]) -> None:
+        groups: Dict[tuple, List[Tuple[Job, int, int]]] = {}
+        for job, start, end in taken:
+            groups.setdefault(job.options, []).append((job, start, end))
         for (model, beam, alignment, attention), group in groups.items():
-            lines = [line for job in group for line in job.lines]
-            encoded = [text for job in group for text in job.encoded]
+            lines = [line for job, start, end in group for line in job.lines[start:end]]
+            encoded = [text for job, start, end in group for text in job.encoded[start:end]]
+            began = time.monotonic()
             try:
                 translations = self.translators[model].translate(lines, encoded=encoded, beam=beam, alignment=alignment,
                                                                  attention=attention)
             except Exception as error:  # every waiting client hears of it; the worker goes on
-                for job in group:
-                    job.result.set_exception(error)
+                with self._condition:
+                    for job, _, _ in group:
+                        self._fail(job, error)
                 continue
-            self.stats.calls += 1
-            self.stats.sentences += len(lines)
-            self.stats.largest_call = max(self.stats.largest_call, len(lines))
-            start = 0
-            for job in group:
-                job.result.set_result(translations[start:start + len(job.lines)])
-                start += len(job.lines)
-                self.stats.requests += 1
+            seconds = time.monotonic() - began
+            with self._condition:
+                self._count_call(len(lines), seconds)
+                offset = 0
+                for job, start, end in group:
+                    job.translations[start:end] = translations[offset: offset + end - start]
+                    offset += end - start
+                    self._chunk_done(job)
+            for observer in self.observers:
+                observer(len(lines), sum(token_count(text) for text in encoded), seconds)
+
+    def _count_call(self, sentences: int, seconds: float) -> None:
+        self.stats.calls += 1
+        self.stats.sentences += sentences
+        self.stats.largest_call = max(self.stats.largest_call, sentences)
+        rate = sentences / max(seconds, 1e-6)
+        self._sentences_per_second = rate if self._sentences_per_second == 0 else 0.8 * self._sentences_per_second + 0.2 * rate
+
+    def _chunk_done(self, job: Job) -> None:
+        job.unfinished -= 1
+        if job.unfinished > 0 or job.result.done():
+            return
+        self.stats.queued_sentences -= len(job.lines)
+        if time.monotonic() > job.deadline:  # nobody waits for it any more: discarded
+            self.stats.expired += 1
+            job.result.set_exception(DeadlinePassed("the deadline passed during the translation"))
+            return
+        self.stats.requests += 1
+        job.result.set_result(job.translations)
+
+    def _fail(self, job: Job, error: Exception) -> None:
+        if job in self._jobs:
+            self._jobs.remove(job)
+        job.chunks.clear()
+        if not job.result.done():
+            self.stats.queued_sentences -= len(job.lines)
+            job.result.set_exception(error)

@@ -33,6 +33,8 @@ def build_parser():
     group.add_argument("--max-request-sentences", type=int, default=64, help="most sentences in one request")
     group.add_argument("--max-beam", type=int, default=20, help="largest beam a request may ask for")
     group.add_argument("--timeout", type=float, default=30.0, help="seconds a request may wait; then 503")
+    group.add_argument("--max-queue-sentences", type=int, default=1024,
+                       help="sentences waiting or being translated at most; a request beyond gets 429 at once")
     return parser
 
 
@@ -64,9 +66,13 @@ def main(argv=None) -> None:
     args = options.parse_args_and_arch(build_parser(), argv)
     for option, value in (("--port", args.port), ("--max-batch-tokens", args.max_batch_tokens),
                           ("--max-batch-sentences", args.max_batch_sentences), ("--max-body-bytes", args.max_body_bytes),
-                          ("--max-request-sentences", args.max_request_sentences), ("--max-beam", args.max_beam)):
+                          ("--max-request-sentences", args.max_request_sentences), ("--max-beam", args.max_beam),
+                          ("--max-queue-sentences", args.max_queue_sentences)):
         if value < 1:
             raise FConvError(f"{option} must be at least 1, got {value}")
+    if args.max_queue_sentences < args.max_request_sentences:
+        raise FConvError(f"--max-queue-sentences {args.max_queue_sentences} is below --max-request-sentences "
+                         f"{args.max_request_sentences}: the largest request could never be queued; raise it")
     if args.timeout <= 0 or args.batch_window_ms < 0:
         raise FConvError("--timeout must be positive and --batch-window-ms not negative")
     if args.path is None:
@@ -87,7 +93,8 @@ def main(argv=None) -> None:
         translators[name] = Translator(model_cfg, name)
         logging.getLogger("fconv_plugin.serve").info("fconv-serve: model %r: %s", name, translators[name].describe())
     limits = Limits(args.max_body_bytes, args.max_request_sentences, args.max_beam, args.timeout)
-    batcher = DynamicBatcher(translators, args.batch_window_ms / 1000.0, args.max_batch_tokens, args.max_batch_sentences)
+    batcher = DynamicBatcher(translators, args.batch_window_ms / 1000.0, args.max_batch_tokens, args.max_batch_sentences,
+                             args.max_queue_sentences)
     app = create_app(translators, args.name, cfg.generation.beam, batcher, limits)
 
     import uvicorn

@@ -7,6 +7,8 @@ import signal
 import socket
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -153,6 +155,37 @@ def test_a_request_that_waits_longer_than_the_timeout_gets_503(trained_model, tm
         server.stop()
 
 
+def test_a_full_queue_answers_429_with_retry_after_at_once_and_the_queued_request_is_answered(trained_model, tmp_path):
+    data_bin, save_dir, _ = trained_model
+    # the window (1.5 s) keeps the first request queued while the next ones arrive
+    server = Server(data_bin, save_dir / "checkpoint_best.pt", "--max-queue-sentences", "8", "--max-request-sentences", "8",
+                    "--batch-window-ms", "1500", log_path=tmp_path / "serve.log")
+    try:
+        first = {}
+        thread = threading.Thread(target=lambda: first.update(answer=server.translate(text=["s1 s2"] * 8)))
+        thread.start()
+        time.sleep(0.5)
+        refused = 0
+        for _ in range(5):
+            began = time.monotonic()
+            request = urllib.request.Request(server.url + "/translate", data=b'{"text": "s3 s4"}',
+                                             headers={"Content-Type": "application/json"})
+            try:
+                urllib.request.urlopen(request, timeout=30)
+            except urllib.error.HTTPError as error:
+                assert error.code == 429 and int(error.headers["Retry-After"]) >= 1
+                assert "the queue holds 8" in json.loads(error.read())["error"]
+                assert time.monotonic() - began < 0.5  # at once, not after --timeout
+                refused += 1
+        thread.join(60)
+        assert refused == 5 and first["answer"][0] == 200 and len(first["answer"][1]["translations"]) == 8
+        status, health = server.get("/health")
+        assert status == 200 and health["batching"]["refused"] == 5 and health["batching"]["queued_sentences"] == 0
+        assert server.get("/health/live") == (200, {"status": "alive"})
+    finally:
+        server.stop()
+
+
 def test_sigterm_answers_the_requests_in_flight_then_exits(trained_model, tmp_path):
     data_bin, save_dir, _ = trained_model
     server = Server(data_bin, save_dir / "checkpoint_best.pt", "--batch-window-ms", "3000", log_path=tmp_path / "serve.log")
@@ -187,3 +220,6 @@ def test_bad_options_stop_with_one_line(trained_model, tmp_path):
     assert re.search(r"no such checkpoint file .*missing\.pt", result.stderr.strip().splitlines()[-1])
     result = run_tool("fconv-serve", data_bin, "--path", save_dir / "checkpoint_best.pt", "--model", "nonsense", check=False)
     assert result.stderr.strip().splitlines()[-1].endswith("--model nonsense: write it as NAME=CHECKPOINT")
+    result = run_tool("fconv-serve", data_bin, "--path", save_dir / "checkpoint_best.pt", "--max-queue-sentences", "10",
+                      check=False)
+    assert "--max-queue-sentences 10 is below --max-request-sentences 64" in result.stderr.strip().splitlines()[-1]

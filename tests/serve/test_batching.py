@@ -1,0 +1,118 @@
+"""Back-pressure in the batcher, counted: a bounded queue refuses at once, a large request
+is spread over generation calls, late jobs are dropped or discarded.
+
+The batcher runs with a stand-in of the inference core's Translator whose 'translation'
+is hand-checkable (each sentence upper-cased) and whose calls can be held open; the
+server's answers against fairseq-interactive are tests/serve/test_server.py's."""
+
+import threading
+import time
+from concurrent.futures import CancelledError
+
+import pytest
+
+from fconv_plugin.inference import Hypothesis, Translation
+from fconv_plugin.serve.batching import DeadlinePassed, DynamicBatcher, Job, QueueFull, ShuttingDown, chunks_of
+
+
+class HeldTranslator:
+    """Translates by upper-casing; each call waits until ``release`` is set (if given)."""
+
+    def __init__(self, seconds_per_call: float = 0.0):
+        self.calls = []  # the sentences of each call
+        self.release = threading.Event()
+        self.release.set()
+        self.seconds_per_call = seconds_per_call
+        self.started = threading.Event()
+
+    def translate(self, lines, encoded=None, **options):
+        self.calls.append(list(lines))
+        self.started.set()
+        self.release.wait(10)
+        time.sleep(self.seconds_per_call)
+        return [Translation(line, [Hypothesis(line.upper(), [], 0.0, [])]) for line in lines]
+
+
+def _job(lines, deadline=float("inf")):
+    return Job("m", list(lines), list(lines), sum(len(line.split()) + 1 for line in lines), 5, deadline=deadline)
+
+
+def _batcher(translator, **limits):
+    options = dict(window=0.0, max_tokens=1000, max_sentences=8, max_queued_sentences=64)
+    options.update(limits)
+    batcher = DynamicBatcher({"m": translator}, **options)
+    batcher.start()
+    return batcher
+
+
+def _texts(future):
+    return [t.best.text for t in future.result(timeout=10)]
+
+
+def test_chunks_fit_one_call_each():
+    lines = ["a b", "c", "d e f g", "h", "i j k l m n o p q"]  # 3, 2, 5, 2, 10 tokens with </s>
+    assert list(chunks_of(lines, max_tokens=7, max_sentences=8)) == [(0, 2), (2, 4), (4, 5)]
+    assert list(chunks_of(lines, max_tokens=100, max_sentences=2)) == [(0, 2), (2, 4), (4, 5)]
+    assert list(chunks_of(lines, max_tokens=100, max_sentences=8)) == [(0, 5)]
+    assert list(chunks_of([], 10, 10)) == []
+
+
+def test_a_large_request_is_spread_over_calls_and_a_small_one_gets_in_after_one_of_them():
+    translator = HeldTranslator()
+    translator.release.clear()
+    batcher = _batcher(translator)
+    big = [f"big {i}" for i in range(40)]  # 5 calls of 8
+    big_future = batcher.submit(_job(big))
+    assert translator.started.wait(5)  # the first chunk is generating
+    small_future = batcher.submit(_job(["small one", "small two"]))
+    translator.release.set()
+    assert _texts(small_future) == ["SMALL ONE", "SMALL TWO"]
+    assert _texts(big_future) == [line.upper() for line in big]
+    batcher.stop()
+    # no call over the budget; the small request went into the second call, before the big one's next chunk
+    assert all(len(call) <= 8 for call in translator.calls)
+    assert translator.calls[1] == ["small one", "small two"] and len(translator.calls) == 6
+    assert batcher.stats.requests == 2 and batcher.stats.queued_sentences == 0
+
+
+def test_a_full_queue_refuses_at_once_with_a_wait_to_suggest():
+    translator = HeldTranslator()
+    translator.release.clear()
+    batcher = _batcher(translator, max_queued_sentences=20)
+    accepted, refused = [], 0
+    began = time.monotonic()
+    for i in range(10):  # 10 requests of 4 sentences into a queue of 20
+        try:
+            accepted.append(batcher.submit(_job([f"r{i} s{j}" for j in range(4)])))
+        except QueueFull as full:
+            refused += 1
+            assert full.retry_after >= 1 and "the queue holds 20" in str(full)
+    assert time.monotonic() - began < 1.0  # refusals are immediate
+    assert (len(accepted), refused, batcher.stats.refused) == (5, 5, 5)
+    translator.release.set()
+    assert [len(_texts(f)) for f in accepted] == [4] * 5
+    assert batcher.submit(_job(["after"])).result(timeout=10)[0].best.text == "AFTER"  # room again
+    batcher.stop()
+    with pytest.raises(ShuttingDown):
+        batcher.submit(_job(["late"]))
+
+
+def test_a_job_past_its_deadline_is_dropped_before_generation_and_one_that_expires_during_it_is_discarded():
+    translator = HeldTranslator()
+    translator.release.clear()
+    batcher = _batcher(translator, max_sentences=2)
+    running = batcher.submit(_job(["first a", "first b", "first c"], deadline=time.monotonic() + 0.3))
+    assert translator.started.wait(5)
+    expired = batcher.submit(_job(["never translated"], deadline=time.monotonic() - 1))
+    on_time = batcher.submit(_job(["on time"]))
+    time.sleep(0.4)  # 'running' passes its deadline while its first chunk generates
+    translator.release.set()
+    assert _texts(on_time) == ["ON TIME"]
+    with pytest.raises(DeadlinePassed):
+        running.result(timeout=10)
+    with pytest.raises(CancelledError):
+        expired.result(timeout=10)
+    batcher.stop()
+    translated = [line for call in translator.calls for line in call]
+    assert "never translated" not in translated and "first c" not in translated  # its second chunk never ran
+    assert (batcher.stats.expired, batcher.stats.requests, batcher.stats.queued_sentences) == (2, 1, 0)
