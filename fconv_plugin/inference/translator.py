@@ -153,6 +153,12 @@ class Translator:
         return int(limit)
 
     @property
+    def languages(self) -> Tuple[Optional[str], Optional[str]]:
+        """(source, target) language codes as the task names them (-s/-t), or None."""
+        task_cfg = getattr(self.task, "cfg", None)
+        return getattr(task_cfg, "source_lang", None), getattr(task_cfg, "target_lang", None)
+
+    @property
     def int8(self) -> bool:
         return any(isinstance(module, Int8Weight) for module in self.models[0].modules())
 
@@ -164,6 +170,8 @@ class Translator:
         return {
             "name": self.name,
             "arch": self.arch,
+            "source_lang": self.languages[0],
+            "target_lang": self.languages[1],
             "source_dictionary": len(self.task.source_dictionary),
             "target_dictionary": len(self.task.target_dictionary),
             "int8": self.int8,

@@ -83,8 +83,9 @@ def main(argv=None) -> None:
         cfg.dataset.batch_size = args.max_batch_sentences  # one generation call a round
 
     from ..inference import Translator
-    from .app import Limits, create_app
+    from .app import create_app
     from .batching import DynamicBatcher
+    from .requests import Limits
 
     translators = {}
     for name, path in checkpoints.items():

@@ -1,0 +1,156 @@
+"""What a translation request asks for, checked, and what its answer says: the native API.
+
+A request's JSON becomes a ``batching.Job`` (its texts as the pieces the model reads),
+or ``BadRequest`` naming the first problem; the job's translations become the answer's
+JSON. The HTTP side is ``app.py``; LibreTranslate's API is ``libretranslate.py``.
+"""
+
+import json
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+from urllib.parse import parse_qs
+
+from ..inference import SplitDocument, Translation, Translator, split_document
+from .batching import Job
+
+
+@dataclass
+class Limits:
+    max_body_bytes: int = 65536
+    max_sentences: int = 64  # per request
+    max_beam: int = 20
+    timeout: float = 30.0  # seconds a request may wait for its translation
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def read_request(body: bytes, content_type: str) -> dict:
+    """The request's fields: a JSON object, or a url-encoded form (LibreTranslate's
+    clients send one); BadRequest for anything else."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadRequest(400, f"the body is not valid UTF-8 (byte {body[e.start]:#04x} at offset {e.start})") from None
+    media_type = content_type.split(";")[0].strip().lower()
+    if media_type == "application/x-www-form-urlencoded":
+        fields: Dict[str, object] = {}
+        for name, values in parse_qs(text, keep_blank_values=True).items():
+            fields[name] = values if name == "q" and len(values) > 1 else values[-1]
+        return fields
+    if media_type == "multipart/form-data":
+        raise BadRequest(415, "multipart forms are not read; send the fields url-encoded or as a JSON object")
+    try:
+        request = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BadRequest(400, f"the body is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(request, dict):
+        raise BadRequest(422, 'the body must be a JSON object such as {"text": "a sentence"}')
+    return request
+
+
+def parse_translate_request(request: dict, translators: Dict[str, Translator], default_model: str,
+                            default_beam: int, limits: Limits) -> Job:
+    """The native API's request as a Job, or BadRequest naming the first problem."""
+    unknown = sorted(set(request) - {"text", "beam", "alignment", "attention", "model", "document"})
+    if unknown:
+        raise BadRequest(422, f"unknown field {unknown[0]!r}; the fields are text, beam, alignment, attention, model, document")
+    if "text" not in request:
+        raise BadRequest(422, 'missing "text": give a text (a sentence or a document) or a list of them')
+    lines = request["text"]
+    if isinstance(lines, str):
+        lines = [lines]
+    if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
+        raise BadRequest(422, '"text" must be a string or a list of strings')
+    if not lines:
+        raise BadRequest(422, '"text" is an empty list; give at least one sentence')
+    if len(lines) > limits.max_sentences:
+        raise BadRequest(413, f"{len(lines)} sentences in one request; the limit is {limits.max_sentences} (--max-request-sentences)")
+    model = request.get("model", default_model)
+    if model not in translators:
+        raise BadRequest(404, f"no model named {model!r}; GET /models lists them")
+    beam = request.get("beam", default_beam)
+    if type(beam) is not int or not 1 <= beam <= limits.max_beam:
+        raise BadRequest(422, f'"beam" must be a whole number from 1 to {limits.max_beam}, got {json.dumps(beam)}')
+    flags = {}
+    for flag in ("alignment", "attention", "document"):
+        flags[flag] = request.get(flag, False)
+        if type(flags[flag]) is not bool:
+            raise BadRequest(422, f'"{flag}" must be true or false, got {json.dumps(flags[flag])}')
+    as_document = flags.pop("document")
+    translator = translators[model]
+    items: List[Item] = []
+    for number, text in enumerate(lines, start=1):
+        where = f"sentence {number}" if len(lines) > 1 else "the sentence"
+        if not text.strip():
+            raise BadRequest(422, f"{where} is empty")
+        items.append(text_item(translator, text.strip(), where, as_document))
+    pieces = [piece for item in items for piece in item.pieces]
+    if len(pieces) > limits.max_sentences:
+        raise BadRequest(413, f"{len(pieces)} sentences in one request; the limit is {limits.max_sentences} (--max-request-sentences)")
+    encoded = [text for item in items for text in item.encoded]
+    tokens = sum(translator.token_count(text) for text in encoded)
+    return Job(model, pieces, encoded, tokens, beam, items=items, **flags)
+
+
+def text_item(translator: Translator, text: str, where: str, as_document: bool) -> "Item":
+    """One text of a request: a sentence, translated whole as fairseq-interactive translates
+    a line; or, with ``"document": true`` or line breaks in it, a document (paragraphs and
+    lines kept, split into sentences, long ones at safe points: ``inference.documents``)."""
+    if not as_document and "\n" not in text and "\r" not in text:
+        encoded = translator.encode(text)
+        count = translator.token_count(encoded)
+        if count > translator.source_limit:
+            raise BadRequest(413, f"{where} has {count} tokens; the model reads at most {translator.source_limit}; "
+                                  'split it, or send "document": true to have it split into sentences')
+        return Item(None, [text], [encoded])
+    document = split_document(translator, text.replace("\r\n", "\n"))
+    for piece, piece_encoded in zip(document.pieces, document.encoded):
+        count = translator.token_count(piece_encoded)
+        if count > translator.source_limit:  # a single "word" longer than the model reads
+            raise BadRequest(413, f"{where} has a word of {count} tokens; the model reads at most {translator.source_limit}")
+    return Item(document, document.pieces, document.encoded)
+
+
+@dataclass
+class Item:
+    document: Optional[SplitDocument]  # None: one sentence
+    pieces: List[str]
+    encoded: List[str]
+
+
+def _hypothesis_answer(translation: Translation, alignment: bool, attention: bool) -> dict:
+    best = translation.best
+    answer = {"text": best.text, "score": best.score}
+    if alignment:
+        answer["alignment"] = [[s, t] for s, t in best.alignment]
+    if attention:
+        answer["attention"] = {
+            "source": best.attention.source,
+            "target": best.attention.target,
+            "layers": [[[round(w, 4) for w in row] for row in layer] for layer in best.attention.layers],
+        }
+        if best.p_gen is not None:
+            answer["p_gen"] = [round(p, 4) for p in best.p_gen]
+    return answer
+
+
+def answers(job: Job, translations: List[Translation]) -> List[dict]:
+    """One answer per text of the request: a sentence's, or a document's text with its sentences'."""
+    out, start = [], 0
+    for item in job.items:
+        mine = translations[start: start + len(item.pieces)]
+        start += len(item.pieces)
+        if item.document is None:
+            out.append(_hypothesis_answer(mine[0], job.alignment, job.attention))
+            continue
+        sentences = [_hypothesis_answer(t, job.alignment, job.attention) for t in mine]
+        out.append({
+            "text": item.document.assemble(mine).text,
+            "score": sum(s["score"] for s in sentences) / len(sentences) if sentences else 0.0,
+            "sentences": sentences,
+        })
+    return out
