@@ -30,7 +30,7 @@ setup(
     ],
     extras_require={
         "test": ["pytest", "hypothesis", "selenium"],
-        "serve": ["fastapi", "uvicorn"],  # fconv-serve
+        "serve": ["fastapi", "uvicorn", "prometheus-client"],  # fconv-serve
         # fconv-export (onnx, onnxscript: torch's exporter) and fconv-onnx-translate (onnxruntime)
         "onnx": ["onnx", "onnxscript", "onnxruntime"],
     },

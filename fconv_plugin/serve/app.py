@@ -1,5 +1,6 @@
 """The HTTP API: POST /translate (the native API, or LibreTranslate's: ``libretranslate.py``),
-GET /languages, GET /health (readiness), /health/live, GET /models, and the page at /.
+GET /languages, GET /health (readiness), /health/live, GET /models, GET /metrics
+(Prometheus: ``metrics.py``), and the page at /.
 
 Every bad request gets a 4xx answer ``{"error": "<one line>"}`` and the server goes
 on serving; a request the full queue cannot take gets 429 with ``Retry-After`` at
@@ -15,13 +16,15 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from ..inference import Translation, Translator
 from .batching import DeadlinePassed, DynamicBatcher, QueueFull, ShuttingDown
 from .libretranslate import is_libretranslate_request, language_list, libretranslate_answer, parse_libretranslate_request
+from .metrics import ServerMetrics
 from .requests import BadRequest, Limits, answers, parse_translate_request, read_request
 
 logger = logging.getLogger("fconv_plugin.serve")
@@ -56,6 +59,19 @@ def create_app(translators: Dict[str, Translator], default_model: str, default_b
                     batcher.stats.requests, batcher.stats.calls)
 
     app = FastAPI(title="fconv-serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+
+    metrics = ServerMetrics(batcher)
+
+    @app.middleware("http")
+    async def count(request: Request, call_next):
+        began = time.monotonic()
+        response = await call_next(request)
+        metrics.answered(request.url.path, response.status_code, time.monotonic() - began)
+        return response
+
+    @app.get("/metrics")
+    async def prometheus_metrics():
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, error: HTTPException):
