@@ -13,15 +13,17 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
 
 from ..inference import Translation, Translator
+from .access import ApiKeys, RateLimited
 from .batching import DeadlinePassed, DynamicBatcher, QueueFull, ShuttingDown
 from .libretranslate import is_libretranslate_request, language_list, libretranslate_answer, parse_libretranslate_request
 from .metrics import ServerMetrics
@@ -48,7 +50,10 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 
 def create_app(translators: Dict[str, Translator], default_model: str, default_beam: int,
-               batcher: DynamicBatcher, limits: Limits) -> FastAPI:
+               batcher: DynamicBatcher, limits: Limits, api_keys: Optional[ApiKeys] = None,
+               cors_origins: Sequence[str] = ()) -> FastAPI:
+    """The app; ``api_keys`` None leaves /translate open (for 127.0.0.1), ``cors_origins``
+    empty sends no CORS headers (browsers then refuse other sites' pages)."""
     @asynccontextmanager
     async def lifespan(app):
         batcher.start()
@@ -60,6 +65,9 @@ def create_app(translators: Dict[str, Translator], default_model: str, default_b
 
     app = FastAPI(title="fconv-serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
 
+    if cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["GET", "POST"],
+                           allow_headers=["Content-Type", "X-API-Key"], max_age=600)
     metrics = ServerMetrics(batcher)
 
     @app.middleware("http")
@@ -82,6 +90,9 @@ def create_app(translators: Dict[str, Translator], default_model: str, default_b
         try:
             body = await _read_body(request, limits.max_body_bytes)
             fields = read_request(body, request.headers.get("content-type", "application/json"))
+            key = fields.pop("api_key", None) or request.headers.get("x-api-key")
+            if api_keys is not None:
+                api_keys.admit(key)
             libre = is_libretranslate_request(fields)
             # tokenizer and BPE run here: off the event loop, which keeps serving other requests
             if libre:
@@ -89,6 +100,8 @@ def create_app(translators: Dict[str, Translator], default_model: str, default_b
             else:
                 job = await run_in_threadpool(parse_translate_request, fields, translators, default_model, default_beam,
                                               limits)
+        except RateLimited as limited:
+            return _error(429, str(limited), headers={"Retry-After": str(limited.retry_after)})
         except BadRequest as bad:
             return _error(bad.status, str(bad))
         job.deadline = time.monotonic() + limits.timeout

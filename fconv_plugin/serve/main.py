@@ -33,6 +33,10 @@ def build_parser():
     group.add_argument("--max-request-sentences", type=int, default=64, help="most sentences in one request")
     group.add_argument("--max-beam", type=int, default=20, help="largest beam a request may ask for")
     group.add_argument("--timeout", type=float, default=30.0, help="seconds a request may wait; then 503")
+    group.add_argument("--api-keys", default=None, metavar="FILE",
+                       help="require an API key from FILE (one a line, optionally its requests per minute)")
+    group.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                       help="a site whose pages may call the API from a browser (https://example.org); may be repeated")
     group.add_argument("--max-queue-sentences", type=int, default=1024,
                        help="sentences waiting or being translated at most; a request beyond gets 429 at once")
     return parser
@@ -78,6 +82,9 @@ def main(argv=None) -> None:
     if args.path is None:
         raise FConvError("--path is required: the checkpoint to serve")
     checkpoints = _named_checkpoints(args)
+    from .access import ApiKeys
+
+    api_keys = ApiKeys.read(args.api_keys) if args.api_keys else None
     cfg = convert_namespace_to_omegaconf(args)
     if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:
         cfg.dataset.batch_size = args.max_batch_sentences  # one generation call a round
@@ -96,7 +103,12 @@ def main(argv=None) -> None:
     limits = Limits(args.max_body_bytes, args.max_request_sentences, args.max_beam, args.timeout)
     batcher = DynamicBatcher(translators, args.batch_window_ms / 1000.0, args.max_batch_tokens, args.max_batch_sentences,
                              args.max_queue_sentences)
-    app = create_app(translators, args.name, cfg.generation.beam, batcher, limits)
+    app = create_app(translators, args.name, cfg.generation.beam, batcher, limits, api_keys, args.cors_origin)
+
+    if api_keys is None and args.host not in ("127.0.0.1", "localhost", "::1"):
+        logging.getLogger("fconv_plugin.serve").warning(
+            "fconv-serve: listening on %s without --api-keys: anyone who reaches this port can translate; "
+            "put a reverse proxy with TLS in front (docs/serving.md#in-front-of-people)", args.host)
 
     import uvicorn
 

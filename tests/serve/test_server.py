@@ -186,6 +186,21 @@ def test_a_full_queue_answers_429_with_retry_after_at_once_and_the_queued_reques
         server.stop()
 
 
+def test_two_replicas_on_two_ports_answer_identically(served, trained_model, tmp_path):
+    """The service keeps no state between requests: a second process over the same files
+    gives the same texts and scores (what N replicas behind a load balancer need)."""
+    first, _, checkpoint = served
+    data_bin, _, _ = trained_model
+    second = Server(data_bin, checkpoint, "--beam", "5", log_path=tmp_path / "serve.log")
+    try:
+        assert second.port != first.port
+        lines = _sentences(8, seed=41)
+        answers = [server.translate(text=lines, alignment=True) for server in (first, second)]
+        assert answers[0][0] == answers[1][0] == 200 and answers[0][1] == answers[1][1]
+    finally:
+        second.stop()
+
+
 def test_sigterm_answers_the_requests_in_flight_then_exits(trained_model, tmp_path):
     data_bin, save_dir, _ = trained_model
     server = Server(data_bin, save_dir / "checkpoint_best.pt", "--batch-window-ms", "3000", log_path=tmp_path / "serve.log")
@@ -223,3 +238,8 @@ def test_bad_options_stop_with_one_line(trained_model, tmp_path):
     result = run_tool("fconv-serve", data_bin, "--path", save_dir / "checkpoint_best.pt", "--max-queue-sentences", "10",
                       check=False)
     assert "--max-queue-sentences 10 is below --max-request-sentences 64" in result.stderr.strip().splitlines()[-1]
+    keys = tmp_path / "keys.txt"
+    keys.write_text("a-key ten\n")
+    result = run_tool("fconv-serve", data_bin, "--path", save_dir / "checkpoint_best.pt", "--api-keys", keys, check=False)
+    assert result.stderr.strip().splitlines()[-1].endswith(f"--api-keys {keys} line 1: write a key, then optionally its "
+                                                           "requests per minute (a whole number above 0)")
