@@ -39,6 +39,21 @@ def build_parser():
                        help="a site whose pages may call the API from a browser (https://example.org); may be repeated")
     group.add_argument("--max-queue-sentences", type=int, default=1024,
                        help="sentences waiting or being translated at most; a request beyond gets 429 at once")
+    return _own_options_first(parser)
+
+
+def _own_options_first(parser):
+    """--help shows a short usage, the server's options, then fairseq-interactive's groups
+    that matter for serving, then the rest of fairseq's (accepted, rarely needed)."""
+    parser.usage = ("fconv-serve DATA --path CHECKPOINT [--tokenizer moses --bpe subword_nmt --bpe-codes CODES] "
+                    "[--beam N] [--port N] [options]")
+    parser.description = "Serve a trained fconv model over HTTP, batching requests (docs/serving.md)."
+    order = ["positional arguments", "fconv-serve", "Interactive", "Generation"]
+    # argparse prints its groups in this list's order (a stable part of the stdlib since 3.2)
+    parser._action_groups.sort(key=lambda group: order.index(group.title) if group.title in order else len(order))
+    for group in parser._action_groups:
+        if group.title not in order:
+            group.title = f"fairseq: {group.title}"
     return parser
 
 

@@ -243,3 +243,8 @@ def test_bad_options_stop_with_one_line(trained_model, tmp_path):
     result = run_tool("fconv-serve", data_bin, "--path", save_dir / "checkpoint_best.pt", "--api-keys", keys, check=False)
     assert result.stderr.strip().splitlines()[-1].endswith(f"--api-keys {keys} line 1: write a key, then optionally its "
                                                            "requests per minute (a whole number above 0)")
+    help_text = run_tool("fconv-serve", "--help").stdout
+    groups = [line for line in help_text.splitlines() if line.endswith(":") and not line.startswith(" ")]
+    assert groups[:3] == ["fconv-serve:", "Interactive:", "Generation:"]
+    assert all(group.startswith("fairseq: ") for group in groups[3:]) and len(groups) > 4
+    assert help_text.index("--max-queue-sentences") < help_text.index("--max-tokens")
