@@ -125,3 +125,53 @@ def unk_model(tmp_path_factory):
         "--seed", "1", "--no-progress-bar", "--no-epoch-checkpoints",
     )
     return root, data_bin, root / "checkpoints" / "checkpoint_best.pt"
+
+
+NAMES = 1000  # names written in training; NAMES..NAMES+399 only read
+TINY = [
+    "--encoder-layers", "[(64, 3)] * 2", "--decoder-layers", "[(64, 3)] * 2",
+    "--encoder-embed-dim", "48", "--decoder-embed-dim", "48", "--decoder-out-embed-dim", "48",
+]
+
+
+def _pair(rng, named, other):
+    words = [f"c{rng.randrange(20)}" for _ in range(rng.randint(3, 6))]
+    name, second = f"n{rng.randrange(*named)}", f"n{rng.randrange(*other)}"
+    source = list(words)
+    first_at = rng.randrange(1, len(words) + 1)
+    source.insert(first_at, name)
+    source.insert(rng.randrange(first_at + 1, len(source) + 1), second)
+    return source, [name, *words[:2]]
+
+
+def training_pair(rng):
+    return _pair(rng, (0, NAMES), (NAMES, NAMES + 400))
+
+
+def held_out_pair(rng):
+    return _pair(rng, (NAMES, NAMES + 400), (NAMES, NAMES + 400))
+
+
+def train_names_model(data_bin, save_dir, arch):
+    run_tool(
+        "fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, "--arch", arch, *TINY,
+        "--optimizer", "adam", "--lr", "0.003", "--clip-norm", "0.1", "--dropout", "0.1",
+        "--max-tokens", "800", "--max-update", "400", "--save-dir", save_dir, "--seed", "1",
+        "--no-progress-bar", "--no-epoch-checkpoints", "--required-batch-size-multiple", "1",
+    )
+    return save_dir / "checkpoint_best.pt"
+
+
+@pytest.fixture(scope="session")
+def name_task(tmp_path_factory):
+    """A synthetic summarisation task where the summary names the first name of the source:
+    "c3 c7 n12 c1 n1345 c9" -> "n12 c3 c7". In training the names to output are n0..n999,
+    each seen once or twice, and the second names n1000..n1399; the test's names are all
+    n1000..n1399, which the model has read but never written. (root, data-bin, the
+    trained copying checkpoint.)"""
+    root = tmp_path_factory.mktemp("names")
+    write_corpus(root, training_pair, sizes=(("train", 1600), ("valid", 60)), seed=7)
+    write_corpus(root, held_out_pair, sizes=(("test", 60),), seed=8)
+    data_bin = preprocess(root, root / "data-bin", "--joined-dictionary")
+    copying = train_names_model(data_bin, root / "copy", "fconv_gigaword_copy")
+    return root, data_bin, copying

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from tests.cli.conftest import BIN_DIR, run_tool, trained_model, word_task  # noqa: F401  (fixtures)
+from tests.cli.conftest import BIN_DIR, name_task, run_tool, trained_model, word_task  # noqa: F401  (fixtures)
 from tests.support import free_port
 
 
@@ -81,4 +81,26 @@ def served_int8(trained_model, tmp_path_factory):  # noqa: F811
     run_tool("fconv-quantize", save_dir / "checkpoint_best.pt", checkpoint)
     server = Server(data_bin, checkpoint, "--beam", "5", "--batch-window-ms", "300", log_path=directory / "serve.log")
     yield server, data_bin, checkpoint
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def served_models(trained_model, tmp_path_factory):  # noqa: F811
+    """Two models behind one server: the float32 checkpoint ("default") and its int8 form ("int8")."""
+    data_bin, save_dir, _ = trained_model
+    directory = tmp_path_factory.mktemp("serve_models")
+    int8 = directory / "int8.pt"
+    run_tool("fconv-quantize", save_dir / "checkpoint_best.pt", int8)
+    server = Server(data_bin, save_dir / "checkpoint_best.pt", "--model", f"int8={int8}", "--beam", "5",
+                    log_path=directory / "serve.log")
+    yield server, data_bin, {"default": save_dir / "checkpoint_best.pt", "int8": int8}
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def served_copying(name_task, tmp_path_factory):  # noqa: F811
+    """The names task's copying (pointer-generator) model behind fconv-serve."""
+    root, data_bin, copying = name_task
+    server = Server(data_bin, copying, "--beam", "5", log_path=tmp_path_factory.mktemp("serve_copying") / "serve.log")
+    yield server, root, data_bin, copying
     server.stop()

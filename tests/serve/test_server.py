@@ -201,6 +201,34 @@ def test_two_replicas_on_two_ports_answer_identically(served, trained_model, tmp
         second.stop()
 
 
+def test_several_models_each_answer_as_fairseq_interactive_with_its_checkpoint(served_models):
+    server, data_bin, checkpoints = served_models
+    status, models = server.get("/models")
+    assert status == 200 and [m["name"] for m in models["models"]] == ["default", "int8"]
+    assert [m["int8"] for m in models["models"]] == [False, True]
+    lines = _sentences(6, seed=51)
+    for name, checkpoint in checkpoints.items():
+        expected = interactive_answers(data_bin, checkpoint, lines)
+        status, answer = server.translate(text=lines, model=name)
+        assert status == 200 and all(_same(a, e) for a, e in zip(answer["translations"], expected)), name
+
+
+def test_a_copying_model_answers_as_fairseq_interactive_and_shows_p_gen(served_copying):
+    server, root, data_bin, checkpoint = served_copying
+    lines = (root / "test.src").read_text().splitlines()[:12]
+    expected = interactive_answers(data_bin, checkpoint, lines, "--print-alignment")
+    status, answer = server.translate(text=lines, alignment=True)
+    assert status == 200 and all(_same(a, e) for a, e in zip(answer["translations"], expected))
+    assert [a["alignment"] for a in answer["translations"]] == [e["alignment"] for e in expected]
+    targets = (root / "test.tgt").read_text().splitlines()[:12]
+    assert sum(a["text"].split()[:1] == t.split()[:1] for a, t in zip(answer["translations"], targets)) >= 9  # names copied
+    status, answer = server.translate(text=lines[0], attention=True)
+    best = answer["translations"][0]
+    assert status == 200 and len(best["p_gen"]) == len(best["attention"]["target"])
+    assert all(0 <= p <= 1 for p in best["p_gen"]) and min(best["p_gen"]) < 0.5  # the name is copied
+    assert server.get("/models")[1]["models"][0]["copying"] is True
+
+
 def test_sigterm_answers_the_requests_in_flight_then_exits(trained_model, tmp_path):
     data_bin, save_dir, _ = trained_model
     server = Server(data_bin, save_dir / "checkpoint_best.pt", "--batch-window-ms", "3000", log_path=tmp_path / "serve.log")

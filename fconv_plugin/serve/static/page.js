@@ -1,7 +1,16 @@
-// The page of fconv-serve: translate a sentence, draw each decoder layer's attention (§3.3).
+// The page of fconv-serve: translate a text (a sentence or paragraphs), draw each decoder
+// layer's attention (§3.3) for its first sentence.
 "use strict";
 
+const MAX_TOKENS_DRAWN = 60;  // a heat map shows at most this many source and target tokens
+
 function heatMap(weights, source, target, title) {
+  if (source.length > MAX_TOKENS_DRAWN || target.length > MAX_TOKENS_DRAWN) {
+    title += ` (the first ${Math.min(target.length, MAX_TOKENS_DRAWN)} × ${Math.min(source.length, MAX_TOKENS_DRAWN)} tokens)`;
+    source = source.slice(0, MAX_TOKENS_DRAWN);
+    target = target.slice(0, MAX_TOKENS_DRAWN);
+    weights = weights.slice(0, MAX_TOKENS_DRAWN).map(row => row.slice(0, MAX_TOKENS_DRAWN));
+  }
   const cell = 16, left = 8 + 7 * Math.max(...target.map(t => t.length)), top = 8 + 7 * Math.max(...source.map(s => s.length));
   const canvas = document.createElement("canvas");
   canvas.width = left + cell * source.length + 4;
@@ -36,16 +45,21 @@ async function translate() {
   try {
     const response = await fetch("/translate", {
       method: "POST", headers: {"Content-Type": "application/json"},
-      body: JSON.stringify({text: text, attention: true}),
+      // a document: paragraphs and lines kept, each line split into sentences by the server
+      body: JSON.stringify({text: text, attention: true, document: true, model: document.getElementById("models").value}),
     });
     const answer = await response.json();
     if (!response.ok) { error.textContent = answer.error; return; }
-    const best = answer.translations[0];
-    document.getElementById("translation").textContent = best.text;
-    document.getElementById("meta").textContent = `score ${best.score.toFixed(3)} (log2, as fairseq-interactive prints it)`;
-    const layers = document.getElementById("layers");
-    layers.replaceChildren(...best.attention.layers.map((weights, l) =>
-      heatMap(weights, best.attention.source, best.attention.target, `decoder layer ${l + 1}`)));
+    const result = answer.translations[0];
+    const sentences = result.sentences || [result];
+    document.getElementById("translation").textContent = result.text;
+    document.getElementById("meta").textContent = sentences.length > 1
+      ? `${sentences.length} sentences; the attention below is the first one's`
+      : `score ${sentences[0].score.toFixed(3)} (log2, as fairseq-interactive prints it)`;
+    const first = sentences[0];
+    const of = sentences.length > 1 ? `, sentence 1 of ${sentences.length}` : "";
+    document.getElementById("layers").replaceChildren(...first.attention.layers.map((weights, l) =>
+      heatMap(weights, first.attention.source, first.attention.target, `decoder layer ${l + 1}${of}`)));
   } catch (e) {
     error.textContent = `The server did not answer: ${e}`;
   } finally {
@@ -53,12 +67,21 @@ async function translate() {
   }
 }
 
+function describe(model) {
+  const languages = model.source_lang ? `${model.source_lang} → ${model.target_lang}, ` : "";
+  return `${model.arch}, ${languages}${model.source_dictionary} → ${model.target_dictionary} symbols` +
+    `${model.int8 ? ", int8" : ""}${model.copying ? ", copying" : ""}`;
+}
+
 document.getElementById("go").addEventListener("click", translate);
 document.getElementById("source").addEventListener("keydown", e => {
   if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); translate(); }
 });
 fetch("/models").then(r => r.json()).then(m => {
-  const d = m.models.find(x => x.name === m.default);
-  document.getElementById("model").textContent =
-    `${d.name}: ${d.arch}, ${d.source_dictionary} → ${d.target_dictionary} symbols${d.int8 ? ", int8" : ""}`;
+  const select = document.getElementById("models");
+  const byName = Object.fromEntries(m.models.map(model => [model.name, model]));
+  select.replaceChildren(...m.models.map(model => new Option(model.name, model.name, false, model.name === m.default)));
+  const show = () => { document.getElementById("model").textContent = describe(byName[select.value]); };
+  select.addEventListener("change", show);
+  show();
 });
