@@ -1,6 +1,6 @@
 """The HTTP API: POST /translate (the native API, or LibreTranslate's: ``libretranslate.py``),
 GET /languages, GET /health (readiness), /health/live, GET /models, GET /metrics
-(Prometheus: ``metrics.py``), and the page at /.
+(Prometheus: ``metrics.py``), GET /openapi.json (``openapi.py``), and the page at /.
 
 Every bad request gets a 4xx answer ``{"error": "<one line>"}`` and the server goes
 on serving; a request the full queue cannot take gets 429 with ``Retry-After`` at
@@ -27,6 +27,7 @@ from .access import ApiKeys, RateLimited
 from .batching import DeadlinePassed, DynamicBatcher, QueueFull, ShuttingDown
 from .libretranslate import is_libretranslate_request, language_list, libretranslate_answer, parse_libretranslate_request
 from .metrics import ServerMetrics
+from .openapi import openapi_document
 from .requests import BadRequest, Limits, answers, parse_translate_request, read_request
 
 logger = logging.getLogger("fconv_plugin.serve")
@@ -80,6 +81,11 @@ def create_app(translators: Dict[str, Translator], default_model: str, default_b
     @app.get("/metrics")
     async def prometheus_metrics():
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, error: Exception):  # a bug: still the error shape, and logged
+        logger.exception("fconv-serve: %s %s failed", request.method, request.url.path)
+        return _error(500, f"internal error ({type(error).__name__}); the server log has the details")
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, error: HTTPException):
@@ -137,6 +143,10 @@ def create_app(translators: Dict[str, Translator], default_model: str, default_b
     async def live():
         """Liveness: the process answers HTTP (a load balancer's restart signal, not its routing one)."""
         return {"status": "alive"}
+
+    @app.get("/openapi.json")
+    async def openapi():
+        return openapi_document(list(translators))
 
     @app.get("/models")
     async def models():

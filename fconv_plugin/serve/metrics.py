@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily
 
 from .batching import DynamicBatcher
 
-PATHS = ("/translate", "/languages", "/health", "/health/live", "/models", "/metrics", "/", "/page.js")
+PATHS = ("/translate", "/languages", "/health", "/health/live", "/models", "/metrics", "/openapi.json", "/", "/page.js")
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 SENTENCE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 

@@ -70,6 +70,8 @@ def parse_translate_request(request: dict, translators: Dict[str, Translator], d
     if len(lines) > limits.max_sentences:
         raise BadRequest(413, f"{len(lines)} sentences in one request; the limit is {limits.max_sentences} (--max-request-sentences)")
     model = request.get("model", default_model)
+    if not isinstance(model, str):
+        raise BadRequest(422, f'"model" must be a model\'s name, got {json.dumps(model)}')
     if model not in translators:
         raise BadRequest(404, f"no model named {model!r}; GET /models lists them")
     beam = request.get("beam", default_beam)

@@ -121,6 +121,7 @@ BAD_REQUESTS = [
     (b'{"text": "s1", "beam": 1000}', 422, '"beam" must be a whole number from 1 to 20'),
     (b'{"text": "s1", "alignment": "yes"}', 422, '"alignment" must be true or false'),
     (b'{"text": "s1", "model": "other"}', 404, "no model named 'other'"),
+    (b'{"text": "s1", "model": {}}', 422, "\"model\" must be a model's name, got {}"),
     (json.dumps({"text": ["s1"] * 65}).encode(), 413, "65 sentences in one request; the limit is 64"),
     (json.dumps({"text": " ".join(["s1"] * 1100)}).encode(), 413, "tokens; the model reads at most"),
     (json.dumps({"text": "s1 " * 30000}).encode(), 413, "the limit is 65536"),
