@@ -37,7 +37,7 @@ def build_parser():
                        help="require an API key from FILE (one a line, optionally its requests per minute)")
     group.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                        help="a site whose pages may call the API from a browser (https://example.org); may be repeated")
-    group.add_argument("--max-queue-sentences", type=int, default=1024,
+    group.add_argument("--max-queue-sentences", type=int, default=256,
                        help="sentences waiting or being translated at most; a request beyond gets 429 at once")
     return _own_options_first(parser)
 
@@ -109,15 +109,20 @@ def main(argv=None) -> None:
     from .batching import DynamicBatcher
     from .requests import Limits
 
-    translators = {}
-    for name, path in checkpoints.items():
-        model_cfg = copy.deepcopy(cfg)
-        model_cfg.common_eval.path = path
-        translators[name] = Translator(model_cfg, name)
-        logging.getLogger("fconv_plugin.serve").info("fconv-serve: model %r: %s", name, translators[name].describe())
+    def load_models():
+        translators = {}
+        for name, path in checkpoints.items():
+            model_cfg = copy.deepcopy(cfg)
+            model_cfg.common_eval.path = path
+            translators[name] = Translator(model_cfg, name)
+            logging.getLogger("fconv_plugin.serve").info("fconv-serve: model %r: %s", name, translators[name].describe())
+        return translators
+
     limits = Limits(args.max_body_bytes, args.max_request_sentences, args.max_beam, args.timeout)
-    batcher = DynamicBatcher(translators, args.batch_window_ms / 1000.0, args.max_batch_tokens, args.max_batch_sentences,
+    # the models are loaded in the generation thread, which runs them (see DynamicBatcher)
+    batcher = DynamicBatcher(load_models, args.batch_window_ms / 1000.0, args.max_batch_tokens, args.max_batch_sentences,
                              args.max_queue_sentences)
+    translators = batcher.start()
     app = create_app(translators, args.name, cfg.generation.beam, batcher, limits, api_keys, args.cors_origin)
 
     if api_keys is None and args.host not in ("127.0.0.1", "localhost", "::1"):
