@@ -18,7 +18,7 @@ export's checks). It imports neither the faces nor the host fixes (``compat``).
 
 from .documents import SplitDocument, split_document, split_long_sentence, split_sentences, translate_document
 from .results import DocumentTranslation, Hypothesis, LayerAttention, Translation
-from .translator import GenerationOptions, Translator, load_unk_dictionary, unk_replaced_text
+from .translator import GenerationOptions, Translator, load_unk_dictionary, source_token_count, unk_replaced_text
 
 __all__ = [
     "DocumentTranslation",
@@ -31,6 +31,7 @@ __all__ = [
     "load_unk_dictionary",
     "split_document",
     "split_long_sentence",
+    "source_token_count",
     "split_sentences",
     "translate_document",
     "unk_replaced_text",

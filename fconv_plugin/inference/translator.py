@@ -55,6 +55,11 @@ class GenerationOptions:
             raise FConvError(f"beam {self.beam} and nbest {self.nbest}: give beam >= 1 and 1 <= nbest <= beam")
 
 
+def source_token_count(encoded: str) -> int:
+    """Source tokens a line is after tokenizer and BPE, as the model reads it: its words and </s>."""
+    return len(encoded.split()) + 1
+
+
 def load_unk_dictionary(replace_unk) -> Optional[Dict[str, str]]:
     """``--replace-unk``'s value as a dictionary: None (off), {} (copy the source word), or
     the ``source target`` pairs of a file. A bare ``--replace-unk`` reaches fairseq as "@@ "."""
@@ -198,7 +203,7 @@ class Translator:
 
     def token_count(self, encoded: str) -> int:
         """Source tokens an encoded line is, </s> included."""
-        return len(encoded.split()) + 1
+        return source_token_count(encoded)
 
     # --- translation ------------------------------------------------------------------
 

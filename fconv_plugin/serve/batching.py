@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Callable, Deque, Dict, List, Optional, Tuple, Union
 
-from ..inference import Translation, Translator
+from ..inference import Translation, Translator, source_token_count
 
 
 class QueueFull(Exception):
@@ -50,14 +50,13 @@ class Job:
     model: str
     lines: List[str]
     encoded: List[str]  # each line after tokenizer and BPE, as the model's dictionary reads it
-    tokens: int  # source tokens of all lines, as the model reads them
     beam: int
     alignment: bool = False
     attention: bool = False
     items: list = field(default_factory=list)  # the request's texts (app.Item): how ``lines`` make its answers
     deadline: float = math.inf  # time.monotonic() after which nobody waits for the answer
     result: Future = field(default_factory=Future)
-    chunks: Deque[Tuple[int, int]] = field(default_factory=deque)  # (start, end) of lines not yet taken
+    chunks: Deque[Tuple[int, int, int]] = field(default_factory=deque)  # (start, end, tokens) of lines not yet taken
     translations: List[Optional[Translation]] = field(default_factory=list)
     unfinished: int = 0  # chunks taken or waiting whose translations have not come back
     last_round: int = -1  # the batcher's round that last took a chunk of it
@@ -81,23 +80,19 @@ class BatchingStats:
     queued_sentences: int = 0  # sentences waiting or being translated now
 
 
-def token_count(encoded: str) -> int:
-    return len(encoded.split()) + 1  # + </s>
-
-
-def chunks_of(encoded: List[str], max_tokens: int, max_sentences: int) -> Deque[Tuple[int, int]]:
-    """Consecutive (start, end) ranges of ``encoded`` that each fit one generation call.
-    A single sentence over ``max_tokens`` is a chunk of its own."""
-    chunks: Deque[Tuple[int, int]] = deque()
+def chunks_of(encoded: List[str], max_tokens: int, max_sentences: int) -> Deque[Tuple[int, int, int]]:
+    """Consecutive (start, end, source tokens) ranges of ``encoded`` that each fit one
+    generation call. A single sentence over ``max_tokens`` is a chunk of its own."""
+    chunks: Deque[Tuple[int, int, int]] = deque()
     start, tokens = 0, 0
     for index, line in enumerate(encoded):
-        count = token_count(line)
+        count = source_token_count(line)
         if index > start and (tokens + count > max_tokens or index - start >= max_sentences):
-            chunks.append((start, index))
+            chunks.append((start, index, tokens))
             start, tokens = index, 0
         tokens += count
     if encoded:
-        chunks.append((start, len(encoded)))
+        chunks.append((start, len(encoded), tokens))
     return chunks
 
 
@@ -198,9 +193,9 @@ class DynamicBatcher:
 
     def _round_is_full(self) -> bool:
         waiting = [job.chunks[0] for job in self._jobs if job.chunks]
-        return sum(end - start for start, end in waiting) >= self.max_sentences
+        return sum(end - start for start, end, _ in waiting) >= self.max_sentences
 
-    def _take_round(self, now: float) -> List[Tuple[Job, int, int]]:
+    def _take_round(self, now: float) -> List[Tuple[Job, int, int, int]]:
         """Chunks for one round: one of each job in turn while the budget lasts. Jobs past
         their deadline, or whose client gave up, are dropped here."""
         for job in list(self._jobs):
@@ -214,12 +209,9 @@ class DynamicBatcher:
         while progress:
             progress = False
             for job in order:
-                if job not in self._jobs:
+                if job not in self._jobs or not job.chunks:  # dropped, or all its chunks taken
                     continue
-                if not job.chunks:
-                    continue
-                start, end = job.chunks[0]
-                count = sum(token_count(line) for line in job.encoded[start:end])
+                start, end, count = job.chunks[0]
                 if taken and (tokens + count > self.max_tokens or sentences + end - start > self.max_sentences):
                     continue
                 if not job.result.running() and not job.result.set_running_or_notify_cancel():
@@ -227,7 +219,7 @@ class DynamicBatcher:
                     continue
                 job.chunks.popleft()
                 job.last_round = self._rounds
-                taken.append((job, start, end))
+                taken.append((job, start, end, count))
                 tokens, sentences, progress = tokens + count, sentences + end - start, True
         self._jobs = [job for job in self._jobs if job.chunks]
         return taken
@@ -243,32 +235,32 @@ class DynamicBatcher:
         elif not job.result.done():
             job.result.cancel()
 
-    def _translate_round(self, taken: List[Tuple[Job, int, int]]) -> None:
-        groups: Dict[tuple, List[Tuple[Job, int, int]]] = {}
-        for job, start, end in taken:
-            groups.setdefault(job.options, []).append((job, start, end))
+    def _translate_round(self, taken: List[Tuple[Job, int, int, int]]) -> None:
+        groups: Dict[tuple, List[Tuple[Job, int, int, int]]] = {}
+        for chunk in taken:
+            groups.setdefault(chunk[0].options, []).append(chunk)
         for (model, beam, alignment, attention), group in groups.items():
-            lines = [line for job, start, end in group for line in job.lines[start:end]]
-            encoded = [text for job, start, end in group for text in job.encoded[start:end]]
+            lines = [line for job, start, end, _ in group for line in job.lines[start:end]]
+            encoded = [text for job, start, end, _ in group for text in job.encoded[start:end]]
             began = time.monotonic()
             try:
                 translations = self.translators[model].translate(lines, encoded=encoded, beam=beam, alignment=alignment,
                                                                  attention=attention)
             except Exception as error:  # every waiting client hears of it; the worker goes on
                 with self._condition:
-                    for job, _, _ in group:
+                    for job, _, _, _ in group:
                         self._fail(job, error)
                 continue
             seconds = time.monotonic() - began
             with self._condition:
                 self._count_call(len(lines), seconds)
                 offset = 0
-                for job, start, end in group:
+                for job, start, end, _ in group:
                     job.translations[start:end] = translations[offset: offset + end - start]
                     offset += end - start
                     self._chunk_done(job)
             for observer in self.observers:
-                observer(len(lines), sum(token_count(text) for text in encoded), seconds)
+                observer(len(lines), sum(tokens for _, _, _, tokens in group), seconds)
 
     def _count_call(self, sentences: int, seconds: float) -> None:
         self.stats.calls += 1

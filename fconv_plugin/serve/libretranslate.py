@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..inference import Translation, Translator
 from .batching import Job
-from .requests import BadRequest, Item, Limits, text_item
+from .requests import BadRequest, Item, Limits, item_translations, job_of, text_item
 
 # names LibreTranslate's clients show; a code without one is shown as the code
 LANGUAGE_NAMES = {
@@ -139,23 +139,14 @@ def parse_libretranslate_request(fields: dict, translators: Dict[str, Translator
         where = f"text {number}" if len(texts) > 1 else "the text"
         parts = [part for translate, part in pieces[number - 1] if translate] if pieces else [text]
         items += [text_item(translator, part.strip(), where, as_document=True) for part in parts]
-    sentences = [piece for item in items for piece in item.pieces]
-    if len(sentences) > limits.max_sentences:
-        raise BadRequest(413, f"{len(sentences)} sentences in one request; the limit is {limits.max_sentences} "
-                              "(--max-request-sentences)")
-    encoded = [text for item in items for text in item.encoded]
-    job = Job(model, sentences, encoded, sum(translator.token_count(text) for text in encoded), translator.defaults.beam,
-              items=items)
+    job = job_of(model, items, translator.defaults.beam, limits)
     detected = translator.languages[0] if fields["source"] == "auto" else None
     return job, Shape(as_list, pieces, detected)
 
 
 def libretranslate_answer(shape: Shape, job: Job, translations: List[Translation]) -> dict:
-    texts, start = [], 0
-    for item in job.items:  # one document per text (or per html text piece)
-        mine = translations[start: start + len(item.pieces)]
-        start += len(item.pieces)
-        texts.append(item.document.assemble(mine).text)
+    # one document per text (or per html text piece)
+    texts = [item.document.assemble(mine).text for item, mine in item_translations(job, translations)]
     if shape.html_pieces is not None:
         rebuilt, translated = [], iter(texts)
         for pieces in shape.html_pieces:

@@ -90,12 +90,24 @@ def parse_translate_request(request: dict, translators: Dict[str, Translator], d
         if not text.strip():
             raise BadRequest(422, f"{where} is empty")
         items.append(text_item(translator, text.strip(), where, as_document))
+    return job_of(model, items, beam, limits, **flags)
+
+
+def job_of(model: str, items: List["Item"], beam: int, limits: Limits, **flags) -> Job:
+    """The job that translates every piece of ``items``; 413 past --max-request-sentences."""
     pieces = [piece for item in items for piece in item.pieces]
     if len(pieces) > limits.max_sentences:
         raise BadRequest(413, f"{len(pieces)} sentences in one request; the limit is {limits.max_sentences} (--max-request-sentences)")
     encoded = [text for item in items for text in item.encoded]
-    tokens = sum(translator.token_count(text) for text in encoded)
-    return Job(model, pieces, encoded, tokens, beam, items=items, **flags)
+    return Job(model, pieces, encoded, beam, items=items, **flags)
+
+
+def item_translations(job: Job, translations: List[Translation]):
+    """(item, its pieces' translations) for each text of the request, in order."""
+    start = 0
+    for item in job.items:
+        yield item, translations[start: start + len(item.pieces)]
+        start += len(item.pieces)
 
 
 def text_item(translator: Translator, text: str, where: str, as_document: bool) -> "Item":
@@ -142,10 +154,8 @@ def _hypothesis_answer(translation: Translation, alignment: bool, attention: boo
 
 def answers(job: Job, translations: List[Translation]) -> List[dict]:
     """One answer per text of the request: a sentence's, or a document's text with its sentences'."""
-    out, start = [], 0
-    for item in job.items:
-        mine = translations[start: start + len(item.pieces)]
-        start += len(item.pieces)
+    out = []
+    for item, mine in item_translations(job, translations):
         if item.document is None:
             out.append(_hypothesis_answer(mine[0], job.alignment, job.attention))
             continue

@@ -34,7 +34,7 @@ class HeldTranslator:
 
 
 def _job(lines, deadline=float("inf")):
-    return Job("m", list(lines), list(lines), sum(len(line.split()) + 1 for line in lines), 5, deadline=deadline)
+    return Job("m", list(lines), list(lines), 5, deadline=deadline)
 
 
 def _batcher(translator, **limits):
@@ -51,9 +51,9 @@ def _texts(future):
 
 def test_chunks_fit_one_call_each():
     lines = ["a b", "c", "d e f g", "h", "i j k l m n o p q"]  # 3, 2, 5, 2, 10 tokens with </s>
-    assert list(chunks_of(lines, max_tokens=7, max_sentences=8)) == [(0, 2), (2, 4), (4, 5)]
-    assert list(chunks_of(lines, max_tokens=100, max_sentences=2)) == [(0, 2), (2, 4), (4, 5)]
-    assert list(chunks_of(lines, max_tokens=100, max_sentences=8)) == [(0, 5)]
+    assert list(chunks_of(lines, max_tokens=7, max_sentences=8)) == [(0, 2, 5), (2, 4, 7), (4, 5, 10)]
+    assert list(chunks_of(lines, max_tokens=100, max_sentences=2)) == [(0, 2, 5), (2, 4, 7), (4, 5, 10)]
+    assert list(chunks_of(lines, max_tokens=100, max_sentences=8)) == [(0, 5, 22)]
     assert list(chunks_of([], 10, 10)) == []
 
 
