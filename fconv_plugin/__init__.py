@@ -11,7 +11,9 @@ faces: ``cli``, ``serve``, ``export`` (and ``fconv_onnx``, which imports none of
 package). ``compat`` (the host fixes) is imported only by entry points.
 """
 
+import os
 import sys
+from typing import List
 
 from .errors import FConvError
 from .models import ARCHITECTURES, FConvDecoder, FConvEncoder, FConvModel
@@ -22,6 +24,14 @@ def running_fairseq_command() -> bool:
     -interactive, ...): only they import ``fairseq_cli``, which ``--user-dir`` then loads
     the plugin into. Importing fairseq or the plugin never imports it."""
     return any(name == "fairseq_cli" or name.startswith("fairseq_cli.") for name in sys.modules)
+
+
+def with_plugin_user_dir(argv: List[str]) -> List[str]:
+    """fairseq's command-line ``argv`` with ``--user-dir`` naming this package, unless it
+    names one already: the plugin's commands parse fairseq's options with the model registered."""
+    if any(arg == "--user-dir" or arg.startswith("--user-dir=") for arg in argv):
+        return list(argv)
+    return ["--user-dir", os.path.dirname(os.path.abspath(__file__)), *argv]
 
 
 if running_fairseq_command():  # fairseq's --user-dir in fairseq-train & co.

@@ -78,8 +78,6 @@ def main(argv=None) -> None:
     sentences = args.sentences or [line.strip() for line in sys.stdin if line.strip()]
     if not sentences:
         raise FConvError("no sentences given; pass them as arguments or one per line on stdin")
-    if not os.path.isfile(args.path):
-        raise FConvError(f"--path {args.path}: no such checkpoint file")
     translator = Translator.from_pretrained(args.path, args.data, source_lang=args.source_lang,
                                             target_lang=args.target_lang, tokenizer=args.tokenizer, bpe=args.bpe,
                                             bpe_codes=args.bpe_codes, beam=args.beam)

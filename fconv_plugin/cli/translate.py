@@ -16,12 +16,9 @@ and the lines are put back together (``fconv_plugin.inference.documents``).
 import sys
 from pathlib import Path
 
-from .. import compat
+from .. import compat, with_plugin_user_dir
 from ..checkpoint_io import write_atomically
 from ..errors import FConvError
-
-PLUGIN_DIR = str(Path(__file__).resolve().parent.parent)
-
 
 def build_parser():
     from fairseq import options
@@ -52,9 +49,7 @@ def read_input(path: str) -> str:
 
 
 def main(argv=None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not any(a == "--user-dir" or a.startswith("--user-dir=") for a in argv):
-        argv = ["--user-dir", PLUGIN_DIR, *argv]
+    argv = with_plugin_user_dir(sys.argv[1:] if argv is None else argv)
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 

@@ -15,7 +15,6 @@ text that was binarised), so words the model only sees as ``<unk>`` get entries 
 
 import argparse
 import collections
-import os
 import sys
 from typing import Counter, Dict, Iterator, List, Tuple
 
@@ -77,8 +76,6 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     compat.install()  # a fairseq command of the plugin's own: checkpoints load safely, errors print as one line
 
-    if not os.path.isfile(args.path):
-        raise FConvError(f"--path {args.path}: no such checkpoint file")
     translator = Translator.from_pretrained(args.path, args.data, source_lang=args.source_lang, target_lang=args.target_lang)
     pairs = _read_bitext(args.source_text, args.target_text)
     model, task = translator.models[0], translator.task

@@ -9,11 +9,8 @@ import copy
 import logging
 from pathlib import Path
 
-from .. import compat
+from .. import compat, with_plugin_user_dir
 from ..errors import FConvError
-
-PLUGIN_DIR = str(Path(__file__).resolve().parent.parent)
-
 
 def build_parser():
     from fairseq import options
@@ -75,9 +72,7 @@ def _named_checkpoints(args):
 def main(argv=None) -> None:
     import sys
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not any(a == "--user-dir" or a.startswith("--user-dir=") for a in argv):
-        argv = ["--user-dir", PLUGIN_DIR, *argv]
+    argv = with_plugin_user_dir(sys.argv[1:] if argv is None else argv)
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
