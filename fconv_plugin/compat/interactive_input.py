@@ -13,6 +13,7 @@ With ``--replace-unk`` each batch's source tensor also carries its lines' words
 and BPE-encoded once for all of it.
 """
 
+import functools
 import sys
 from typing import List, Optional
 
@@ -77,12 +78,7 @@ def _problem(line: str, encode_fn, limit, skip_too_long: bool, number: int):
 
 def _make_batches(original):
     def make_batches(lines, cfg, task, max_positions, encode_fn):
-        encoded = {}
-
-        def encode(line: str) -> str:  # once per line, for the checks, fairseq and the words
-            if line not in encoded:
-                encoded[line] = encode_fn(line)
-            return encoded[line]
+        encode = functools.lru_cache(maxsize=None)(encode_fn)  # once per line: the checks, fairseq, the words
 
         limit = max_positions[0] if isinstance(max_positions, (tuple, list)) else max_positions
         skip = cfg.dataset.skip_invalid_size_inputs_valid_test

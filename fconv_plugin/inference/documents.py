@@ -11,6 +11,7 @@ put back from its sentences' translations, with its indentation, and the lines w
 the document's own line breaks.
 """
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Callable, List, Optional
@@ -101,17 +102,12 @@ def split_document(translator, text: str, language: Optional[str] = None,
     language). ``max_sentence_tokens``: longer sentences are split (default: what the
     model reads, and at most ``max_len_b``, the generation's length bound, so a piece's
     translation is never cut off)."""
-    language = language or getattr(getattr(translator.task, "cfg", None), "source_lang", None)
+    language = language or translator.languages[0]
     if max_sentence_tokens is None:
         max_len_b = translator.defaults.max_len_b if max_len_b is None else max_len_b
         max_sentence_tokens = max(16, max_len_b)
     max_sentence_tokens = min(max_sentence_tokens, translator.source_limit)
-    encoded = {}
-
-    def encode(sentence: str) -> str:
-        if sentence not in encoded:
-            encoded[sentence] = translator.encode(sentence)
-        return encoded[sentence]
+    encode = functools.lru_cache(maxsize=None)(translator.encode)  # each piece once: the cuts try many
 
     def fits(piece: str) -> bool:
         return translator.token_count(encode(piece)) <= max_sentence_tokens

@@ -39,7 +39,7 @@ class WordCountingTranslator:
     word upper-cased. Its tokens are whitespace words."""
 
     source_limit = 12
-    task = None
+    languages = ("es", "en")
 
     class defaults:
         max_len_b = 200
