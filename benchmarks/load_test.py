@@ -36,6 +36,26 @@ from tests.serve.conftest import Server  # noqa: E402  the same launcher the tes
 BIN = Path(sys.executable).parent
 
 
+def int8_copy(run: Path) -> Path:
+    """The run's checkpoint_best.pt quantised by fconv-quantize (made once, then reused)."""
+    int8 = run / "checkpoints" / "int8-loadtest.pt"
+    if not int8.exists():  # the checkpoint names its data-bin relative to the run
+        subprocess.run([str(BIN / "fconv-quantize"), str(run / "checkpoints" / "checkpoint_best.pt"), str(int8)],
+                       check=True, cwd=run)
+    return int8
+
+
+def run_clients(client, clients: int) -> float:
+    """Run ``client(k)`` in ``clients`` threads at once; the seconds until the last ends."""
+    started = time.monotonic()
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.monotonic() - started
+
+
 def reference_answers(server, sentences):
     answers = []
     for sentence in sentences:
@@ -69,13 +89,7 @@ def load(server, sentences, reference, clients, seconds):
                         mismatches.append(index)
             i += clients
 
-    started = time.monotonic()
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.monotonic() - started
+    wall = run_clients(client, clients)
     latencies.sort()
     return {
         "answers": len(latencies), "errors": len(errors), "first_error": errors[0] if errors else None,
@@ -117,13 +131,7 @@ def saturate(server, sentences, clients, seconds, request_sentences):
                 with lock:
                     errors.append(str(error))
 
-    started = time.monotonic()
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.monotonic() - started
+    wall = run_clients(client, clients)
     latencies.sort()
     refusals.sort()
 
@@ -169,9 +177,7 @@ def main():
     args = parser.parse_args()
     run = Path(args.run).resolve()
     sentences = (run / "test.raw.es").read_text(encoding="utf-8").splitlines()[: args.sentences]
-    int8 = run / "checkpoints" / "int8-loadtest.pt"
-    if not int8.exists():
-        subprocess.run([str(BIN / "fconv-quantize"), str(run / "checkpoints" / "checkpoint_best.pt"), str(int8)], check=True, cwd=run)
+    int8 = int8_copy(run)
     common = ["--source-lang", "es", "--target-lang", "en", "--tokenizer", "moses", "--bpe", "subword_nmt",
               "--bpe-codes", str(run / "codes"), "--beam", "5"]
     if args.curve:

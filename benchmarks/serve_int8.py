@@ -23,7 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from load_test import int8_copy  # noqa: E402  the load test's int8 copy of the run's model
+
 SETTINGS = ("main thread", "worker, loaded in main", "worker, loaded there")
 
 
@@ -32,7 +34,7 @@ def measure(run: Path, weights: str, setting: str, sentences: int, call: int) ->
     sys.path.insert(0, str(ROOT))
     from fconv_plugin.inference import Translator
 
-    checkpoint = run / "checkpoints" / ("checkpoint_best.pt" if weights == "float32" else "int8-loadtest.pt")
+    checkpoint = int8_copy(run) if weights == "int8" else run / "checkpoints" / "checkpoint_best.pt"
 
     def load():
         return Translator.from_pretrained(checkpoint, run / "data-bin", source_lang="es", target_lang="en",
@@ -67,10 +69,7 @@ def main():
     if args.measure:
         print(f"RATE {measure(run, args.measure[0], args.measure[1], args.sentences, args.call):.2f}")
         return
-    int8 = run / "checkpoints" / "int8-loadtest.pt"
-    if not int8.exists():  # the checkpoint names its data-bin relative to the run
-        subprocess.run([str(BIN / "fconv-quantize"), str(run / "checkpoints" / "checkpoint_best.pt"), str(int8)],
-                       check=True, cwd=run)
+    int8_copy(run)
     print(f"{args.sentences} test verses, beam 5, calls of {args.call}; each setting in a fresh process")
     for setting in SETTINGS:
         rates = {}

@@ -72,27 +72,32 @@ def served(trained_model, tmp_path_factory):  # noqa: F811
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def served_int8(trained_model, tmp_path_factory):  # noqa: F811
-    """The same model quantised by fconv-quantize, behind fconv-serve with the same window."""
-    data_bin, save_dir, _ = trained_model
-    directory = tmp_path_factory.mktemp("serve_int8")
-    checkpoint = directory / "int8.pt"
+@pytest.fixture(scope="session")
+def int8_checkpoint(trained_model, tmp_path_factory):  # noqa: F811
+    """The tiny model quantised by fconv-quantize (once for the session)."""
+    _, save_dir, _ = trained_model
+    checkpoint = tmp_path_factory.mktemp("int8") / "int8.pt"
     run_tool("fconv-quantize", save_dir / "checkpoint_best.pt", checkpoint)
-    server = Server(data_bin, checkpoint, "--beam", "5", "--batch-window-ms", "300", log_path=directory / "serve.log")
-    yield server, data_bin, checkpoint
+    return checkpoint
+
+
+@pytest.fixture(scope="module")
+def served_int8(trained_model, int8_checkpoint, tmp_path_factory):  # noqa: F811
+    """The same model quantised by fconv-quantize, behind fconv-serve with the same window."""
+    data_bin, _, _ = trained_model
+    server = Server(data_bin, int8_checkpoint, "--beam", "5", "--batch-window-ms", "300",
+                    log_path=tmp_path_factory.mktemp("serve_int8") / "serve.log")
+    yield server, data_bin, int8_checkpoint
     server.stop()
 
 
 @pytest.fixture(scope="module")
-def served_models(trained_model, tmp_path_factory):  # noqa: F811
+def served_models(trained_model, int8_checkpoint, tmp_path_factory):  # noqa: F811
     """Two models behind one server: the float32 checkpoint ("default") and its int8 form ("int8")."""
     data_bin, save_dir, _ = trained_model
-    directory = tmp_path_factory.mktemp("serve_models")
-    int8 = directory / "int8.pt"
-    run_tool("fconv-quantize", save_dir / "checkpoint_best.pt", int8)
+    int8 = int8_checkpoint
     server = Server(data_bin, save_dir / "checkpoint_best.pt", "--model", f"int8={int8}", "--beam", "5",
-                    log_path=directory / "serve.log")
+                    log_path=tmp_path_factory.mktemp("serve_models") / "serve.log")
     yield server, data_bin, {"default": save_dir / "checkpoint_best.pt", "int8": int8}
     server.stop()
 
