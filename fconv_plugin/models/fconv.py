@@ -271,15 +271,13 @@ class FConvEncoder(FairseqEncoder):
         return out
 
     def reorder_encoder_out(self, encoder_out, new_order):
-        keys, values = encoder_out["encoder_out"]
-        padding_mask = encoder_out["encoder_padding_mask"]
-        reordered = {
-            "encoder_out": (keys.index_select(0, new_order), values.index_select(0, new_order)),
-            "encoder_padding_mask": None if padding_mask is None else padding_mask.index_select(0, new_order),
-        }
-        if "src_tokens" in encoder_out:
-            reordered["src_tokens"] = encoder_out["src_tokens"].index_select(0, new_order)
-        return reordered
+        """Beam search's reordering, recorded instead of applied: ``"rows"`` says which row
+        of the encoder's tensors each reordered row is. fairseq reorders at every step, while
+        the decoder reads the encoder output once per sentence (``AttentionSource``), so a
+        step composes an index instead of copying every source state; ``encoder_rows``
+        gives the rows for any other reader."""
+        rows = encoder_out.get("rows")
+        return {**encoder_out, "rows": new_order if rows is None else rows.index_select(0, new_order)}
 
     def max_positions(self):
         return _longest_sentence(self.embed_positions)
@@ -417,9 +415,16 @@ class FConvDecoder(FairseqIncrementalDecoder):
         source = AttentionSource.from_encoder(
             encoder_out["encoder_out"], encoder_out["encoder_padding_mask"], encoder_out.get("src_tokens")
         )
+        attention_layers = [layer for layer in self.attention if layer is not None]
+        if attention_layers:  # every layer's sums have one form (float32, or int8's float64)
+            source = source.summed_by(attention_layers[0].sums)
+        sharing = self.share_attention_across_beam and not self.training and incremental_state is not None
+        copies = self.beam_size if sharing else 1
+        if encoder_out.get("rows") is not None:  # reordered by the encoder (beam search's copies)
+            source = source.for_rows(encoder_out["rows"], copies)
+        elif sharing:
+            source = source.shared_across(copies)
         if incremental_state is not None:
-            if self.share_attention_across_beam and not self.training:
-                source = source.shared_across(self.beam_size)
             self.cache_attention_source(incremental_state, source)
         return source
 
@@ -456,6 +461,18 @@ class FConvDecoder(FairseqIncrementalDecoder):
             self.share_attention_across_beam = beam_size is not None
             if beam_size is not None:
                 self.beam_size = beam_size
+
+
+def encoder_rows(encoder_out: Dict[str, object]) -> Dict[str, object]:
+    """The encoder output with a recorded reordering (``FConvEncoder.reorder_encoder_out``) applied."""
+    rows = encoder_out.get("rows")
+    if rows is None:
+        return encoder_out
+    keys, values = encoder_out["encoder_out"]
+    applied = {key: value.index_select(0, rows) if isinstance(value, Tensor) else value
+               for key, value in encoder_out.items() if key not in ("rows", "encoder_out")}
+    applied["encoder_out"] = (keys.index_select(0, rows), values.index_select(0, rows))
+    return applied
 
 
 def _swap_time_and_batch(x: Tensor, incremental: bool) -> Tensor:

@@ -21,6 +21,7 @@ one small module, ``AttentionSums``: float32 as torch computes them. int8 models
 a form that sums in float64 (``modules/int8.py``), the way they swap their other layers.
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Optional, Tuple, Union
@@ -56,6 +57,11 @@ class AttentionSource:
             tokens=tokens,
         )
 
+    def summed_by(self, sums: "AttentionSums") -> "AttentionSource":
+        """This source with its keys and values in the form ``sums`` multiplies them in,
+        converted once per source instead of once per decoding step."""
+        return dataclasses.replace(self, keys=sums.operand(self.keys), values=sums.operand(self.values))
+
     def read(self, weights: Tensor, sums: "AttentionSums") -> Tensor:
         """c_i = Σ_j a_ij (z_j + e_j) · s√(1/s) for attention weights (decoder rows x tgt x src)."""
         rows, steps = weights.shape[:2]
@@ -73,8 +79,8 @@ class AttentionSource:
     def shared_across(self, copies: int) -> "AttentionSource":
         """One row per sentence if every run of ``copies`` rows holds one sentence's copies.
 
-        Checked on keys, values and mask (once per batch), so a wrong beam size only
-        costs the sharing, never the result.
+        Checked on keys, values and mask (once per batch, comparing in place), so a wrong
+        beam size only costs the sharing, never the result.
         """
         rows = self.keys.size(0)
         if copies <= 1 or self.copies != 1 or rows % copies != 0:
@@ -84,9 +90,21 @@ class AttentionSource:
             (shared.keys, self.keys), (shared.values, self.values),
             (shared.padding_mask, self.padding_mask), (shared.tokens, self.tokens),
         ):
-            if every_copy is not None and not torch.equal(one_copy.repeat_interleave(copies, dim=0), every_copy):
+            if every_copy is None:
+                continue
+            runs = every_copy.reshape(-1, copies, *every_copy.shape[1:])
+            if not torch.equal(one_copy.unsqueeze(1).expand_as(runs), runs):
                 return self
         return shared
+
+    def for_rows(self, rows: Tensor, copies: int) -> "AttentionSource":
+        """The source for decoder rows ``rows`` (indices into this source's rows), held once
+        per sentence when every run of ``copies`` rows reads one row, as beam search's do."""
+        if copies > 1 and self.copies == 1 and rows.numel() % copies == 0:
+            runs = rows.view(-1, copies)
+            if bool(runs.eq(runs[:, :1]).all()):
+                return self._rows(runs[:, 0], copies)
+        return self.index_select(rows)
 
     def index_select(self, order: Tensor) -> "AttentionSource":
         """The source for decoder rows ``order`` (beam search's reordering)."""
@@ -131,6 +149,10 @@ class AttentionSums(nn.Module):
 
     No parameters: it adds nothing to the state dict. Its int8 form
     (``modules/int8.BatchInvariantSums``) sums in float64 instead."""
+
+    def operand(self, source: Tensor) -> Tensor:
+        """Keys or values (``AttentionSource``) as ``product`` takes its second operand: as they are."""
+        return source
 
     def product(self, a: Tensor, b: Tensor) -> Tensor:
         """``torch.bmm(a, b)``."""

@@ -203,8 +203,12 @@ class BatchInvariantSums(AttentionSums):
     def from_float(cls, _sums: AttentionSums) -> "BatchInvariantSums":
         return cls()
 
+    def operand(self, source: Tensor) -> Tensor:
+        """Keys and values in float64 once per source (``AttentionSource.summed_by``)."""
+        return source.double()
+
     def product(self, a: Tensor, b: Tensor) -> Tensor:
-        return torch.bmm(a.double(), b.double()).to(a.dtype)
+        return torch.bmm(a.double(), b.double()).to(a.dtype)  # .double() of a float64 operand copies nothing
 
     def softmax(self, scores: Tensor) -> Tensor:
         return torch.softmax(scores.double(), dim=-1).to(scores.dtype)

@@ -66,6 +66,26 @@ def test_teacher_forced_logits_and_attention_match(pair):
     assert torch.allclose(our_attention.sum(-1), torch.ones_like(our_attention.sum(-1)), atol=1e-5)
 
 
+def test_a_recorded_reordering_reads_as_fairseqs_reordered_encoder_output(pair):
+    """reorder_encoder_out keeps an index instead of copying (fairseq reorders at every
+    step); applied, two reorderings in a row give fairseq's reordered tensors."""
+    from fconv_plugin.models.fconv import encoder_rows
+
+    ours, reference = pair
+    ours.eval(), reference.eval()
+    src, lengths, _, _ = _batch()
+    expand, then = torch.tensor([0, 0, 1, 1, 2, 2]), torch.tensor([5, 4, 1, 1])
+    with torch.no_grad():
+        recorded = ours.encoder.reorder_encoder_out(ours.encoder.reorder_encoder_out(ours.encoder(src, lengths), expand), then)
+        expected = reference.encoder.reorder_encoder_out(
+            reference.encoder.reorder_encoder_out(reference.encoder(src, lengths), expand), then)
+    assert recorded["rows"].tolist() == [2, 2, 0, 0]
+    applied = encoder_rows(recorded)
+    for ours_part, reference_part in zip(applied["encoder_out"], expected["encoder_out"]):
+        assert relative_error(ours_part, reference_part) < TOLERANCE
+    assert torch.equal(applied["encoder_padding_mask"], expected["encoder_padding_mask"])
+
+
 def test_unpadded_batches_match_too(pair):
     """Sources of one length: no padding mask in the encoder or the attention."""
     ours, reference = pair

@@ -89,3 +89,25 @@ def test_reordering_a_shared_source_equals_reordering_every_copy():
         assert torch.allclose(out, expected_out, rtol=1e-12, atol=1e-12), name
         assert torch.allclose(weights, expected_weights, rtol=1e-12, atol=1e-12), name
     assert shared.index_select(torch.tensor([1, 1, 0, 5, 5, 3])) is shared  # nothing moves
+
+
+def test_rows_read_in_runs_of_the_beam_share_one_copy_per_sentence():
+    """What the decoder builds from a recorded reordering (the encoder's rows index)."""
+    torch.manual_seed(0)
+    layer = AttentionLayer(conv_channels=6, embed_dim=4).double()
+    h, g, per_hypothesis = _beam_batch()
+    per_sentence = per_hypothesis.index_select(torch.tensor([0, 3]))  # one row per sentence, as the encoder gives
+    cases = {
+        "each sentence expanded to its beam": ([0, 0, 0, 1, 1, 1], 3, 2),
+        "the first sentence finished": ([1, 1, 1], 3, 1),
+        "hypotheses of two sentences in one run": ([0, 0, 1, 1, 1, 0], 1, 6),
+    }
+    for name, (rows, copies, kept) in cases.items():
+        rows = torch.tensor(rows)
+        source = per_sentence.for_rows(rows, 3)
+        assert (source.copies, source.keys.size(0)) == (copies, kept), name
+        decoder_rows = torch.arange(rows.numel())
+        out, weights = layer(h[decoder_rows], g[decoder_rows], source)
+        expected_out, expected_weights = layer(h[decoder_rows], g[decoder_rows], per_hypothesis.index_select(rows * 3))
+        assert torch.allclose(out, expected_out, rtol=1e-12, atol=1e-12), name
+        assert torch.allclose(weights, expected_weights, rtol=1e-12, atol=1e-12), name

@@ -192,6 +192,8 @@ def test_the_attentions_sums_in_int8_models_are_float64_sums_rounded_back():
     sums = BatchInvariantSums.from_float(AttentionSums())
     a, b = torch.randn(3, 4, 5), torch.randn(3, 5, 6)
     assert torch.equal(sums.product(a, b), torch.bmm(a.double(), b.double()).float())
+    # keys and values converted once per source (AttentionSource.summed_by) give the same products
+    assert sums.operand(b).dtype == torch.float64 and torch.equal(sums.product(a, sums.operand(b)), sums.product(a, b))
     scores = torch.randn(2, 3, 7)
     scores[0, :, :2] = float("-inf")  # padding
     assert torch.equal(sums.softmax(scores), torch.softmax(scores.double(), dim=-1).float())
