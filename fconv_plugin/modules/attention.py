@@ -16,8 +16,8 @@ queries of a sentence's hypotheses then go through one matrix product against on
 copy of its keys and values (the idea of fairseq's BeamableMM), and reordering the
 beams moves nothing unless whole sentences leave the batch.
 
-The three sums over the source (the scores d·z, the softmax, the weighted read) are
-one small module, ``AttentionSums``: float32 as torch computes them. int8 models swap in
+The sums over the source (the scores d·z with their softmax, and the weighted read)
+are one small module, ``AttentionSums``: float32 as torch computes them. int8 models swap in
 a form that sums in float64 (``modules/int8.py``), the way they swap their other layers.
 """
 
@@ -158,8 +158,11 @@ class AttentionSums(nn.Module):
         """``torch.bmm(a, b)``."""
         return torch.bmm(a, b)
 
-    def softmax(self, scores: Tensor) -> Tensor:
-        """Softmax over the last (source) dimension."""
+    def weights(self, query: Tensor, keys: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
+        """a_ij = softmax_j(d_i · z_j) over the real source words (§3.3); b x tgt x src."""
+        scores = self.product(query, keys)
+        if padding_mask is not None:
+            scores = scores.masked_fill(padding_mask.unsqueeze(1), float("-inf"))
         return torch.softmax(scores, dim=-1)
 
     def precise(self, values: Tensor) -> Tensor:
@@ -183,9 +186,6 @@ class AttentionLayer(nn.Module):
         rows, steps = query.shape[:2]
         if source.copies > 1:  # a sentence's hypotheses together: sentences x copies·tgt x embed
             query = query.reshape(rows // source.copies, source.copies * steps, -1)
-        scores = self.sums.product(query, source.keys)
-        if source.padding_mask is not None:
-            scores = scores.masked_fill(source.padding_mask.unsqueeze(1), float("-inf"))
-        weights = self.sums.softmax(scores).view(rows, steps, -1)
+        weights = self.sums.weights(query, source.keys, source.padding_mask).view(rows, steps, -1)
         context = source.read(weights, self.sums)
         return (self.out_projection(context) + h) * SQRT_HALF, weights

@@ -39,8 +39,8 @@ from .weight_norm import WeightNormalized, WeightNormConvTBC, WeightNormLinear
 
 def quantize_rows(x: Tensor):
     """Symmetric int8 rounding of each row of ``x`` (rows x features) to its own scale."""
-    scale = x.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / 127.0
-    return torch.round(x / scale).to(torch.int8), scale
+    scale = x.abs().amax(dim=1, keepdim=True).clamp_min_(1e-12).div_(127.0)
+    return x.div(scale).round_().to(torch.int8), scale
 
 
 class Int8Weight(nn.Module):
@@ -67,15 +67,16 @@ class Int8Weight(nn.Module):
     def linear(self, x: Tensor, bias: Optional[Tensor]) -> Tensor:
         """x @ wᵀ + b over the last dimension of ``x``, each row of ``x`` quantised on its own.
 
-        |Σ q_x · q_w| ≤ 127² · in < 2³¹, so the int32 sums are exact.
+        |Σ q_x · q_w| ≤ 127² · in < 2³¹, so the int32 sums are exact. Scaling back
+        broadcasts per row and per column, so every row runs the same elementwise code
+        whatever the number of rows beside it.
         """
         rows = x.reshape(-1, x.size(-1))
         if rows.dtype != torch.float32 or not rows.is_contiguous():
             rows = rows.float().contiguous()
         quantized, row_scale = quantize_rows(rows)
-        out = torch._int_mm(quantized, self.weight.t()).float().mul_(row_scale).mul_(self.scale)
-        if bias is not None:
-            out.add_(bias)
+        out = torch._int_mm(quantized, self.weight.t()) * row_scale  # int32 sums, as float32
+        out = out.mul_(self.scale) if bias is None else torch.addcmul(bias, out, self.scale)
         return out.view(*x.shape[:-1], out.size(-1))
 
     def convolve_tbc(self, x: Tensor, kernel_size: int, padding: int, bias: Optional[Tensor]) -> Tensor:
@@ -210,8 +211,9 @@ class BatchInvariantSums(AttentionSums):
     def product(self, a: Tensor, b: Tensor) -> Tensor:
         return torch.bmm(a.double(), b.double()).to(a.dtype)  # .double() of a float64 operand copies nothing
 
-    def softmax(self, scores: Tensor) -> Tensor:
-        return torch.softmax(scores.double(), dim=-1).to(scores.dtype)
+    def weights(self, query: Tensor, keys: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
+        """Scores and softmax in float64 from end to end, rounded back once."""
+        return super().weights(query.double(), keys.double(), padding_mask).to(query.dtype)
 
     def precise(self, values: Tensor) -> Tensor:
         """float64: torch's vectorised and scalar log differ in the last bit, and which one

@@ -194,12 +194,15 @@ def test_the_attentions_sums_in_int8_models_are_float64_sums_rounded_back():
     assert torch.equal(sums.product(a, b), torch.bmm(a.double(), b.double()).float())
     # keys and values converted once per source (AttentionSource.summed_by) give the same products
     assert sums.operand(b).dtype == torch.float64 and torch.equal(sums.product(a, sums.operand(b)), sums.product(a, b))
-    scores = torch.randn(2, 3, 7)
-    scores[0, :, :2] = float("-inf")  # padding
-    assert torch.equal(sums.softmax(scores), torch.softmax(scores.double(), dim=-1).float())
+    query, keys = torch.randn(2, 3, 4), torch.randn(2, 4, 7)
+    padding = torch.zeros(2, 7, dtype=torch.bool)
+    padding[0, :2] = True
+    scores = torch.bmm(query.double(), keys.double()).masked_fill(padding.unsqueeze(1), float("-inf"))
+    assert torch.equal(sums.weights(query, keys, padding), torch.softmax(scores, dim=-1).float())
     # one sentence's rows give the same bits alone as among 64
     queries, keys = torch.randn(64, 9, 50), torch.randn(64, 50, 30)
     assert torch.equal(sums.product(queries, keys)[5:6], sums.product(queries[5:6], keys[5:6]))
+    assert torch.equal(sums.weights(queries, keys, None)[5:6], sums.weights(queries[5:6], keys[5:6], None))
 
 
 def test_quantising_a_copying_model_swaps_every_attention_sum_and_adds_no_state():
