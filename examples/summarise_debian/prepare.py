@@ -9,6 +9,11 @@ Gigaword); descriptions are cut to their first --max-source-words tokens.
 Writes {train,valid,test}.{desc,syn} (tokenised), {train,valid,test}.package (each
 pair's source package) and {valid,test}.raw.{desc,syn} (the untokenised text, for
 scoring and the lead baseline).
+
+Rows are ``source <TAB> summary <TAB> document``. Malformed rows (another number of
+fields, which is how a tab inside a document shows, or an empty field) are skipped and
+counted in one line; a corpus too small for --valid + --test and some training pairs
+stops with one line naming the sizes.
 """
 
 import argparse
@@ -16,7 +21,10 @@ import hashlib
 import logging
 import lzma
 import multiprocessing
+import sys
+from collections import Counter
 from pathlib import Path
+from typing import Iterable, List, Tuple
 
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # importing fairseq logs INFO lines a tokenizer has no use for
 from fairseq.data.encoders.moses_tokenizer import MosesTokenizer, MosesTokenizerConfig  # noqa: E402
@@ -35,6 +43,28 @@ def tokenise(text: str) -> str:
     return _moses.encode(text)
 
 
+def read_pairs(lines: Iterable[str]) -> Tuple[List[Tuple[str, str, str]], Counter]:
+    """The well-formed (source, summary, document) rows, and how many rows were skipped, by reason."""
+    pairs, skipped = [], Counter()
+    for line in lines:
+        fields = line.rstrip("\r\n").split("\t")
+        if len(fields) > 3:
+            skipped["more than 3 tab-separated fields (a tab inside a text)"] += 1
+        elif len(fields) < 3:
+            skipped["fewer than 3 tab-separated fields"] += 1
+        elif not all(field.strip() for field in fields):
+            skipped["an empty field"] += 1
+        else:
+            pairs.append((fields[0], fields[1], fields[2]))
+    return pairs, skipped
+
+
+def skipped_line(skipped: Counter, total: int) -> str:
+    """One line: how many of ``total`` rows were skipped, and why."""
+    reasons = ", ".join(f"{count} with {reason}" for reason, count in skipped.most_common())
+    return f"skipped {sum(skipped.values())} of {total} rows: {reasons}"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("corpus", type=Path)
@@ -45,7 +75,13 @@ def main():
     args = parser.parse_args()
 
     with lzma.open(args.corpus, "rt", encoding="utf-8") as f:
-        rows = [line.rstrip("\n").split("\t") for line in f]
+        rows, skipped = read_pairs(f)
+    total = len(rows) + sum(skipped.values())
+    if skipped:
+        print(skipped_line(skipped, total))
+    if len(rows) <= args.valid + args.test:
+        sys.exit(f"prepare.py: error: {args.corpus} has {len(rows)} usable pairs (of {total} rows), not more than "
+                 f"--valid {args.valid} + --test {args.test}; give more pairs or set VALID and TEST lower")
     # sorted by bucket, a source package's pairs are contiguous: whole packages fill
     # test, then valid, and the rest is training data
     rows.sort(key=lambda row: (bucket(row[0]), row[0]))
@@ -57,6 +93,9 @@ def main():
             current = "valid" if current == "test" else "train"
         splits[current].append((synopsis, description, source))
         previous_source = source
+    if not splits["train"]:
+        sys.exit(f"prepare.py: error: whole source packages filled --valid {args.valid} + --test {args.test} "
+                 f"with all {len(rows)} pairs and left none for training; set VALID and TEST lower")
 
     args.out_dir.mkdir(parents=True, exist_ok=True)
     with multiprocessing.Pool(2) as pool:

@@ -70,7 +70,7 @@ echo "writing to $work"
 
 step "1/7 split by source package, tokenise (fairseq's --tokenizer moses), lower-case"
 python "$here/prepare.py" "$corpus" . --valid "$n_valid" --test "$n_test" --max-source-words "$source_words" 2> prepare.log \
-    || { cat prepare.log; fail "prepare.py failed"; }
+    || fail "$(tail -n 1 prepare.log) (the whole log: $work/prepare.log)"
 
 step "2/7 subword-nmt joint BPE ($merges merges), fairseq-preprocess --joined-dictionary"
 cat train.desc train.syn | subword-nmt learn-bpe -s "$merges" > codes 2> learn-bpe.log
