@@ -41,6 +41,7 @@ dropout=${DROPOUT:-0.1}
 smoothing=${SMOOTHING:-0.1}
 max_tokens=${MAX_TOKENS:-4000}
 seed=${SEED:-1}
+max_summary_tokens=40  # fairseq-generate --max-len-b: no summary is longer (in BPE tokens)
 n_valid=${VALID:-500}
 n_test=${TEST:-1500}
 corpus=${CORPUS:-$here/data/descriptions.tsv.xz}
@@ -104,7 +105,7 @@ generate() {  # [checkpoint=C] generate SUBSET OUT extra-options...: detokenised
     local subset=$1 out=$2
     shift 2
     fairseq-generate data-bin --user-dir "$repo/fconv_plugin" --path "${checkpoint:-checkpoints/checkpoint_best.pt}" \
-        --gen-subset "$subset" --beam 5 --remove-bpe --max-tokens 8000 --max-len-b 40 \
+        --gen-subset "$subset" --beam 5 --remove-bpe --max-tokens 8000 --max-len-b "$max_summary_tokens" \
         --required-batch-size-multiple 1 "$@" \
         > "$out.generate" 2> "$out.log" || { tail -n 20 "$out.log"; fail "fairseq-generate failed (log: $work/$out.log)"; }
     grep '^H-' "$out.generate" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 \
@@ -164,6 +165,10 @@ fi
 step "6/7 fairseq-generate --beam 5 $best_setting on $(wc -l < test.syn) test pairs, ROUGE"
 # shellcheck disable=SC2086
 generate test test.hyp $best_setting
+# a hypothesis of --max-len-b tokens may have been cut there (fairseq ends it with </s>): say how many
+capped=$(awk -F'\t' -v limit="$max_summary_tokens" '/^P-/ { if (split($2, s, " ") - 1 >= limit) n++ } END { print n + 0 }' \
+    test.hyp.generate)
+echo "  $capped of $(wc -l < test.hyp) test summaries reached the $max_summary_tokens-token limit (--max-len-b) and may be cut there"
 typical=$(python -c "import statistics; print(round(statistics.median(len(l.split()) for l in open('train.syn'))))")
 copying=(--copy-from test.raw.desc --frequent-words train.syn train.desc)
 model=$(python "$here/score.py" test.raw.syn test.hyp "${copying[@]}" --json)

@@ -60,6 +60,11 @@ def test_the_script_runs_end_to_end_and_ends_with_the_rouge_line(tiny_corpus):
     assert "chosen: --min-len" in result.stdout
     hypotheses = (root / "run" / "test.hyp").read_text(encoding="utf-8").splitlines()
     assert len(hypotheses) == len((root / "run" / "test.raw.syn").read_text(encoding="utf-8").splitlines())
+    # no summary cut silently: the count of hypotheses at --max-len-b, from fairseq-generate's P- lines
+    positional = [line.split("\t")[1].split() for line in (root / "run" / "test.hyp.generate").read_text().splitlines()
+                  if line.startswith("P-")]
+    at_limit = sum(len(scores) - 1 >= 40 for scores in positional)  # the scores include </s>'s
+    assert f"  {at_limit} of {len(hypotheses)} test summaries reached the 40-token limit" in result.stdout
 
     again = subprocess.run(["bash", EXAMPLE / "summarise.sh"], env=env, capture_output=True, text=True, timeout=60)
     assert again.returncode != 0 and "exists and is not empty" in again.stderr  # nothing overwritten
