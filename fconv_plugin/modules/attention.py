@@ -100,11 +100,11 @@ class AttentionSource:
     def for_rows(self, rows: Tensor, copies: int) -> "AttentionSource":
         """The source for decoder rows ``rows`` (indices into this source's rows), held once
         per sentence when every run of ``copies`` rows reads one row, as beam search's do."""
-        if copies > 1 and self.copies == 1 and rows.numel() % copies == 0:
+        if copies > 1 and rows.numel() % copies == 0:
             runs = rows.view(-1, copies)
             if bool(runs.eq(runs[:, :1]).all()):
                 return self._rows(runs[:, 0], copies)
-        return self.index_select(rows)
+        return self._rows(rows, 1)
 
     def index_select(self, order: Tensor) -> "AttentionSource":
         """The source for decoder rows ``order`` (beam search's reordering)."""
