@@ -31,14 +31,12 @@ SETTINGS = ("main thread", "worker, loaded in main", "worker, loaded there")
 
 def measure(run: Path, weights: str, setting: str, sentences: int, call: int) -> float:
     """Sentences/s in this process for one setting (run by main() in a fresh process)."""
-    sys.path.insert(0, str(ROOT))
-    from fconv_plugin.inference import Translator
+    from int8_speed import translator as run_translator  # the run's model with its Moses and BPE, beam 5
 
     checkpoint = int8_copy(run) if weights == "int8" else run / "checkpoints" / "checkpoint_best.pt"
 
     def load():
-        return Translator.from_pretrained(checkpoint, run / "data-bin", source_lang="es", target_lang="en",
-                                          tokenizer="moses", bpe="subword_nmt", bpe_codes=str(run / "codes"), beam=5)
+        return run_translator(run, checkpoint)
 
     worker = ThreadPoolExecutor(max_workers=1)
     translator = worker.submit(load).result() if setting == "worker, loaded there" else load()
