@@ -1,12 +1,12 @@
 """Split the shipped description -> synopsis pairs by source package, tokenise, truncate.
 
-    python prepare.py data/descriptions.tsv.xz OUT_DIR [--valid 1000 --test 1500 --max-source-words 80]
+    python prepare.py data/descriptions.tsv.xz OUT_DIR [--valid 1000 --test 1500]
 
 Every pair of one Debian source package goes to the same split (chosen by a hash of
 the source package's name), so no test description has a sibling package's text in
 training. Text is tokenised with fairseq's ``--tokenizer moses`` and lower-cased (like
-Gigaword); descriptions are cut to their first --max-source-words tokens.
-Writes {train,valid,test}.{desc,syn} (tokenised), {train,valid,test}.package (each
+Gigaword). Documents are written whole (recipe.py chooses where to cut them).
+Writes {train,valid,test}.{full.desc,syn} (tokenised), {train,valid,test}.package (each
 pair's source package) and {valid,test}.raw.{desc,syn} (the untokenised text, for
 scoring and the lead baseline).
 
@@ -71,7 +71,6 @@ def main():
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--valid", type=int, default=1000)
     parser.add_argument("--test", type=int, default=1500)
-    parser.add_argument("--max-source-words", type=int, default=80)
     args = parser.parse_args()
 
     with lzma.open(args.corpus, "rt", encoding="utf-8") as f:
@@ -103,10 +102,10 @@ def main():
             texts = [text for synopsis, description, _ in pairs for text in (synopsis, description)]
             tokenised = [text.lower() for text in pool.map(tokenise, texts, chunksize=500)]
             with open(args.out_dir / f"{name}.syn", "w", encoding="utf-8") as syn, \
-                    open(args.out_dir / f"{name}.desc", "w", encoding="utf-8") as desc:
+                    open(args.out_dir / f"{name}.full.desc", "w", encoding="utf-8") as desc:
                 for synopsis, description in zip(tokenised[0::2], tokenised[1::2]):
                     syn.write(synopsis + "\n")
-                    desc.write(" ".join(description.split()[: args.max_source_words]) + "\n")
+                    desc.write(description + "\n")
             with open(args.out_dir / f"{name}.package", "w", encoding="utf-8") as f:
                 f.writelines(pair[2] + "\n" for pair in pairs)
             if name != "train":

@@ -15,6 +15,8 @@ export GENERATION=${GENERATION:---min-len 4 --no-repeat-ngram-size 2 --lenpen 1.
 export CURVE=0
 # the base's learning rate: the default before this search picked 0.006 (docs/summarisation.md)
 export LR=${LR:-0.003}
+# the fixed recipe this search was run with (summarise.sh now chooses these from the corpus: recipe_choices.sh)
+export SOURCE_WORDS=${SOURCE_WORDS:-40} MERGES=${MERGES:-10000} MAX_LEN_B=${MAX_LEN_B:-40}
 
 # name|knob|knob...: the knobs that differ from the base, summarise.sh's defaults
 # (fconv_gigaword_copy at 4 + 4 layers of 128) with lr 0.003; MODEL= is the paper's 6 + 6 of 256
@@ -34,38 +36,6 @@ variants=(
     "copy_dropout0.2|DROPOUT=0.2"
     "copy_merges20k|MERGES=20000"
 )
-mkdir -p "$out"
-for variant in "${variants[@]}"; do
-    IFS='|' read -r -a fields <<< "$variant"
-    name=${fields[0]} knobs=("${fields[@]:1}")
-    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then continue; fi
-    [ -e "$out/$name/results.json" ] && continue  # done in an earlier, interrupted search
-    rm -rf "${out:?}/$name.partial"
-    echo "[$(date +%H:%M:%S)] $name: ${knobs[*]}"
-    # each knob is one NAME=VALUE word, given to env as it is: never split further or evaluated
-    env "${knobs[@]}" WORK_DIR="$out/$name.partial" bash "$here/summarise.sh" > "$out/$name.log" 2>&1 \
-        || { echo "recipe_search: $name failed (log: $out/$name.log)" >&2; exit 1; }
-    mv "$out/$name.partial" "$out/$name"
-done
-python - "$out" "${variants[@]}" <<'PY'
-import json, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-print(f"| variant | changed | updates | updates/min | training s | valid ROUGE-L | test ROUGE-1/2/L F1 | test R-L 75-byte recall | rare words copied |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-lead = None
-for variant in sys.argv[2:]:
-    name, *knobs = variant.split("|")
-    knob = " ".join(knobs)
-    path = out / name / "results.json"
-    if not path.exists():
-        continue
-    r = json.loads(path.read_text())
-    m, lead = r["model"], r["lead"]
-    print(f"| {name} | `{knob}` | {r['updates']} | {60 * r['updates'] / r['train_seconds']:.0f} | {r['train_seconds']} | "
-          f"{r['valid_rougeL_f1']:.2f} | "
-          f"{m['rouge1_f1']:.2f}/{m['rouge2_f1']:.2f}/{m['rougeL_f1']:.2f} | {m['rougeL_r75']:.2f} | {m['copy_rate']:.1f}% |")
-if lead:
-    print(f"| lead | first sentence | – | – | – | – | {lead['rouge1_f1']:.2f}/{lead['rouge2_f1']:.2f}/{lead['rougeL_f1']:.2f} | "
-          f"{lead['rougeL_r75']:.2f} | {lead['copy_rate']:.1f}% |")
-PY
+# shellcheck source=variants.sh
+source "$here/variants.sh"
+run_variants recipe_search "$out" "${variants[@]}"

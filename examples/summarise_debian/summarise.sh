@@ -3,22 +3,30 @@
 # descriptions -> their one-line synopses (the paper's second task, §5.4).
 #
 #   shipped pairs -> split by source package, Moses tokenisation, lower case
+#   -> the recipe chosen from the training split's statistics (recipe.py: source cut,
+#      BPE merges, --max-len-b, updates; printed in one block before training)
 #   -> subword-nmt BPE (joint) -> fairseq-preprocess --joined-dictionary
 #   -> fairseq-train --user-dir fconv_plugin --arch fconv_gigaword_copy (a fixed number
-#      of updates; the decoder can copy source words) -> training curve
+#      of updates; the decoder can copy source words) -> training curve, and the kept
+#      checkpoint with the best validation ROUGE-L
 #   -> generation settings chosen on the validation set -> fairseq-generate on the
 #      test set -> ROUGE (rouge-score) and the copy rate, next to lead baselines
 #
-# Knobs (environment variables); docs/summarisation.md has the measurements behind the defaults:
-#   UPDATES=N    training updates (default 1000)
+# Knobs (environment variables); docs/summarisation.md has the measurements behind the defaults.
+# UPDATES, MERGES, SOURCE_WORDS and MAX_LEN_B are chosen from the corpus unless set:
+#   UPDATES=N    training updates (default: ~10 epochs, 600 to 3000)
 #   ARCH=NAME    fconv_gigaword_copy (default: copies source words) or fconv_gigaword
 #   MODEL="..."  layer and embedding options (default: 4 + 4 layers of 128, which beat the
 #                paper's 6 + 6 of 256 here; MODEL= for the architecture's own sizes)
-#   MERGES=N     BPE merges (default 10000)    SOURCE_WORDS=N  description words kept (default 40)
+#   MERGES=N     BPE merges (default: word types seen 10+ times)   MAX_LEN_B=N  longest summary, BPE tokens
+#   SOURCE_WORDS=N  document tokens kept (default: 6 x the median summary, 20 to 400)
 #   LR=X DROPOUT=X SMOOTHING=X   Adam's peak learning rate, dropout, label smoothing
 #                (defaults 0.006, 0.1, 0.1)    MAX_TOKENS=N  tokens per batch (default 4000)
 #   GENERATION="--min-len 4 ..."  fixed generation options instead of the validation search
-#   CURVE=0      no training curve (recipe_search.sh: it costs a greedy decode per checkpoint)
+#   CURVE=0      no training curve (recipe_search.sh: it costs a greedy decode per checkpoint);
+#                the checkpoint is then the one with the best validation loss
+#   CHECKPOINT=rouge-l|loss|last   the checkpoint summarised with: the best validation ROUGE-L
+#                on the curve (default), the lowest validation loss, or the last
 #   CORPUS=F     another corpus in the same TSV form (source <TAB> summary <TAB> document, .xz)
 #   WORK_DIR=D   where everything is written (default: runs/<date-time> beside this
 #                script); a WORK_DIR that exists and is not empty is refused, never wiped
@@ -31,17 +39,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 venv=${VENV:-$repo/.venv}
 export PATH="$venv/bin:$PATH"
-updates=${UPDATES:-1000}
 arch=${ARCH:-fconv_gigaword_copy}
 model=${MODEL-"--encoder-layers [(128,3)]*4 --decoder-layers [(128,3)]*4 --encoder-embed-dim 128 --decoder-embed-dim 128 --decoder-out-embed-dim 128"}
-merges=${MERGES:-10000}
-source_words=${SOURCE_WORDS:-40}
 lr=${LR:-0.006}
 dropout=${DROPOUT:-0.1}
 smoothing=${SMOOTHING:-0.1}
 max_tokens=${MAX_TOKENS:-4000}
 seed=${SEED:-1}
-max_summary_tokens=40  # fairseq-generate --max-len-b: no summary is longer (in BPE tokens)
 n_valid=${VALID:-500}
 n_test=${TEST:-1500}
 corpus=${CORPUS:-$here/data/descriptions.tsv.xz}
@@ -54,7 +58,7 @@ source "$repo/examples/lib/jobs.sh"
 # shellcheck source=../lib/fairseq_logs.sh
 source "$repo/examples/lib/fairseq_logs.sh"
 
-for knob in UPDATES SEED VALID TEST MERGES SOURCE_WORDS MAX_TOKENS; do
+for knob in UPDATES SEED VALID TEST MERGES SOURCE_WORDS MAX_LEN_B MAX_TOKENS; do
     value=${!knob:-1}
     case "$value" in ''|*[!0-9]*) fail "$knob must be a whole number, got '$value'";; esac
 done
@@ -63,15 +67,27 @@ for knob in LR DROPOUT SMOOTHING; do
     [[ "$value" =~ ^[0-9]*\.?[0-9]+$ ]] || fail "$knob must be a decimal number like 0.1, got '$value'"
 done
 case "$arch" in fconv_gigaword|fconv_gigaword_copy) ;; *) fail "ARCH must be fconv_gigaword_copy or fconv_gigaword, got '$arch'";; esac
+checkpoint_rule=${CHECKPOINT:-rouge-l}
+case "$checkpoint_rule" in rouge-l|loss|last) ;; *) fail "CHECKPOINT must be rouge-l, loss or last, got '$checkpoint_rule'";; esac
 if [ -e "$work" ] && [ -n "$(ls -A "$work" 2>/dev/null)" ]; then
     fail "WORK_DIR $work exists and is not empty; choose a new directory (nothing was deleted)"
 fi
 mkdir -p "$work" && cd "$work"
 echo "writing to $work"
 
+recipe() {  # recipe STAGE options...: recipe.py's choices (name=value lines) into the shell's variables
+    local name value
+    python "$here/recipe.py" "$@" --max-tokens "$max_tokens" > recipe.out 2> recipe.log \
+        || fail "recipe.py failed: $(tail -n 1 recipe.log)"
+    while IFS='=' read -r name value; do
+        case "$name" in source_words|merges|max_summary_tokens|updates) printf -v "$name" '%d' "$value";; esac
+    done < recipe.out
+}
+
 step "1/7 split by source package, tokenise (fairseq's --tokenizer moses), lower-case"
-python "$here/prepare.py" "$corpus" . --valid "$n_valid" --test "$n_test" --max-source-words "$source_words" 2> prepare.log \
+python "$here/prepare.py" "$corpus" . --valid "$n_valid" --test "$n_test" 2> prepare.log \
     || fail "$(tail -n 1 prepare.log) (the whole log: $work/prepare.log)"
+recipe words . ${SOURCE_WORDS:+--source-words "$SOURCE_WORDS"} ${MERGES:+--merges "$MERGES"}
 
 step "2/7 subword-nmt joint BPE ($merges merges), fairseq-preprocess --joined-dictionary"
 cat train.desc train.syn | subword-nmt learn-bpe -s "$merges" > codes 2> learn-bpe.log
@@ -86,6 +102,12 @@ fairseq-preprocess --source-lang desc --target-lang syn --trainpref train.bpe --
     --testpref test.bpe --destdir data-bin --joined-dictionary --thresholdsrc 2 --workers 2 \
     > preprocess.log 2>&1 || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed"; }
 grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" | head -n 3
+recipe bpe . ${MAX_LEN_B:+--max-len-b "$MAX_LEN_B"} ${UPDATES:+--updates "$UPDATES"}
+echo
+echo "  the recipe, chosen from this corpus's training split (recipe.json; set a knob to override):"
+python -c "import json, sys
+for name, choice in json.load(open('recipe.json')).items():
+    print(f\"    {name + ':':16s}{choice['value']:>7}   {choice['why']}\")"
 
 step "3/7 fairseq-train --arch $arch: $updates updates (progress every 100)"
 read -r -a arch_args <<< "$model ${ARCH_ARGS:-}"
@@ -104,7 +126,7 @@ train_seconds=$(( $(date +%s) - train_start ))
 generate() {  # [checkpoint=C] generate SUBSET OUT extra-options...: detokenised summaries, one per line, in order
     local subset=$1 out=$2
     shift 2
-    fairseq-generate data-bin --user-dir "$repo/fconv_plugin" --path "${checkpoint:-checkpoints/checkpoint_best.pt}" \
+    fairseq-generate data-bin --user-dir "$repo/fconv_plugin" --path "${checkpoint:-$chosen_checkpoint}" \
         --gen-subset "$subset" --beam 5 --remove-bpe --max-tokens 8000 --max-len-b "$max_summary_tokens" \
         --required-batch-size-multiple 1 "$@" \
         > "$out.generate" 2> "$out.log" || { tail -n 20 "$out.log"; fail "fairseq-generate failed (log: $work/$out.log)"; }
@@ -119,19 +141,35 @@ rouge_l_of() {  # rouge_l_of HYPOTHESES: ROUGE-L F1 on the validation pairs
     python "$here/score.py" valid.raw.syn "$1" --json | python -c "import json, sys; print(round(json.load(sys.stdin)['rougeL_f1'], 2))"
 }
 
+chosen_checkpoint=checkpoints/checkpoint_best.pt
+[ "$checkpoint_rule" = last ] && chosen_checkpoint=checkpoints/checkpoint_last.pt
 if [ "${CURVE:-1}" = 0 ]; then
-step "4/7 the training curve: skipped (CURVE=0)"
+step "4/7 the training curve: skipped (CURVE=0); the checkpoint: $chosen_checkpoint"
 else
 step "4/7 the training curve: greedy ROUGE-L of each kept checkpoint on the validation pairs"
 : > curve.tsv
+declare -A kept_at=()
 for kept in checkpoints/checkpoint_[0-9]*_[0-9]*.pt; do
     [ -e "$kept" ] || continue
     at=${kept##*_} at=${at%.pt}
-    checkpoint=$kept generate valid valid.curve.hyp --beam 1  # the later --beam wins
-    printf '%s\t%s\n' "$at" "$(rouge_l_of valid.curve.hyp)" >> curve.tsv
+    kept_at[$at]=$kept
+done
+[ -n "${kept_at[$updates]:-}" ] || kept_at[$updates]=checkpoints/checkpoint_last.pt  # training stops at --max-update
+for at in "${!kept_at[@]}"; do
+    checkpoint=${kept_at[$at]} generate valid valid.curve.hyp --beam 1  # the later --beam wins
+    rouge_l=$(rouge_l_of valid.curve.hyp)
+    printf '%s\t%s\n' "$at" "$rouge_l" >> curve.tsv
 done
 sort -n -o curve.tsv curve.tsv
 sed 's/^/  updates /; s/\t/: ROUGE-L F1 /' curve.tsv
+# the best validation ROUGE-L (the later checkpoint on a tie), not the last or the lowest loss
+best_at=$(sort -t$'\t' -k2,2g -k1,1n curve.tsv | tail -n 1 | cut -f1)
+if [ "$checkpoint_rule" = rouge-l ]; then
+    chosen_checkpoint=${kept_at[$best_at]}
+    echo "  chosen: the checkpoint after $best_at updates ($chosen_checkpoint)"
+else
+    echo "  chosen: $chosen_checkpoint (CHECKPOINT=$checkpoint_rule; the best ROUGE-L was after $best_at updates)"
+fi
 python "$here/plot_training.py" train.log curve.tsv training.png "$arch, $updates updates" | sed 's/^/  /'
 fi
 
@@ -192,16 +230,19 @@ for n in 1 301 601 901 1201; do
         "$(sed -n "${n}p" test.raw.syn)" "$(sed -n "${n}p" test.hyp)"
 done
 
-python - "$model" "$lead" "$first" "$arch" "$updates" "$train_seconds" "$best_rouge_l" "$best_setting" > results.json <<'EOF'
+python - "$model" "$lead" "$first" "$arch" "$updates" "$train_seconds" "$best_rouge_l" "$best_setting" \
+    "$chosen_checkpoint" > results.json <<'EOF'
 import json, sys
 model, lead, first = (json.loads(a) for a in sys.argv[1:4])
-arch, updates, seconds, valid_rouge_l, generation = sys.argv[4:9]
+arch, updates, seconds, valid_rouge_l, generation, checkpoint = sys.argv[4:10]
+recipe = {name: choice["value"] for name, choice in json.load(open("recipe.json")).items()}
 json.dump({"arch": arch, "updates": int(updates), "train_seconds": int(seconds), "valid_rougeL_f1": float(valid_rouge_l),
-           "generation": generation, "model": model, "lead": lead, "first": first}, sys.stdout, indent=1)
+           "generation": generation, "checkpoint": checkpoint, "recipe": recipe,
+           "model": model, "lead": lead, "first": first}, sys.stdout, indent=1)
 EOF
 
 step "7/7 outputs"
-echo "  model: $work/checkpoints/checkpoint_best.pt   summaries: $work/test.hyp   logs: $work/*.log"
+echo "  model: $work/$chosen_checkpoint   summaries: $work/test.hyp   logs: $work/*.log"
 echo "  training curve: $work/training.png"
 echo "  scores: $work/results.json"
 echo

@@ -1,5 +1,6 @@
 """The summarisation example end to end on a few hundred pairs and a tiny model."""
 
+import json
 import lzma
 import re
 import subprocess
@@ -58,13 +59,25 @@ def test_the_script_runs_end_to_end_and_ends_with_the_rouge_line(tiny_corpus):
     assert match, last
     assert all(0 <= float(x) <= 100 for x in match.groups())
     assert "chosen: --min-len" in result.stdout
+    run = root / "run"
+    recipe = json.loads((run / "recipe.json").read_text())
+    assert recipe["updates"] == {"value": 30, "why": "given (knob set)"}
+    for name in ("source words", "BPE merges", "max-len-b"):
+        assert f"    {name + ':':16s}{recipe[name]['value']:>7}   {recipe[name]['why']}" in result.stdout
+    # the checkpoint is the curve's best by validation ROUGE-L (the later one on a tie)
+    curve = [line.split("\t") for line in (run / "curve.tsv").read_text().splitlines()]
+    best = max(curve, key=lambda row: (float(row[1]), int(row[0])))
+    results = json.loads((run / "results.json").read_text())
+    assert results["checkpoint"].endswith(f"_{best[0]}.pt") or (best[0] == "30" and results["checkpoint"].endswith("last.pt"))
+    assert f"chosen: the checkpoint after {best[0]} updates" in result.stdout
     hypotheses = (root / "run" / "test.hyp").read_text(encoding="utf-8").splitlines()
     assert len(hypotheses) == len((root / "run" / "test.raw.syn").read_text(encoding="utf-8").splitlines())
     # no summary cut silently: the count of hypotheses at --max-len-b, from fairseq-generate's P- lines
     positional = [line.split("\t")[1].split() for line in (root / "run" / "test.hyp.generate").read_text().splitlines()
                   if line.startswith("P-")]
-    at_limit = sum(len(scores) - 1 >= 40 for scores in positional)  # the scores include </s>'s
-    assert f"  {at_limit} of {len(hypotheses)} test summaries reached the 40-token limit" in result.stdout
+    limit = recipe["max-len-b"]["value"]
+    at_limit = sum(len(scores) - 1 >= limit for scores in positional)  # the scores include </s>'s
+    assert f"  {at_limit} of {len(hypotheses)} test summaries reached the {limit}-token limit" in result.stdout
 
     again = subprocess.run(["bash", EXAMPLE / "summarise.sh"], env=env, capture_output=True, text=True, timeout=60)
     assert again.returncode != 0 and "exists and is not empty" in again.stderr  # nothing overwritten

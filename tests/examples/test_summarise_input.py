@@ -1,20 +1,18 @@
 """prepare.py's handling of a user's own corpus (CORPUS=): malformed rows and sizes."""
 
-import importlib.util
 import lzma
 import subprocess
 import sys
 from pathlib import Path
+
+from .example_scripts import load
 
 REPO = Path(__file__).resolve().parents[2]
 PREPARE = REPO / "examples" / "summarise_debian" / "prepare.py"
 
 
 def _prepare_module():
-    spec = importlib.util.spec_from_file_location("summarise_prepare", PREPARE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load(PREPARE)
 
 
 def _corpus(path: Path, lines) -> Path:

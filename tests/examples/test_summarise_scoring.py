@@ -1,16 +1,14 @@
 """score.py's copy rate on hand-counted cases."""
 
-import importlib.util
 from pathlib import Path
+
+from .example_scripts import load
 
 SCORE = Path(__file__).resolve().parents[2] / "examples" / "summarise_debian" / "score.py"
 
 
 def _score_module():
-    spec = importlib.util.spec_from_file_location("summarise_score", SCORE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load(SCORE)
 
 
 def test_the_copy_rate_counts_rare_reference_words_the_description_has():
