@@ -8,8 +8,8 @@ The directory::
 
     manifest.json    this manifest (FORMAT names its version)
     encoder.onnx     src_tokens (batch x src_len, left-padded, ending in </s>) -> keys, values
-    decoder.onnx     one decoder step: prev_tokens, keys, values, padding_mask, state_0.. ->
-                     log_probs, new_state_0..
+    decoder.onnx     one decoder step: prev_tokens, keys, values, padding_mask, [src_tokens,]
+                     state_0.. -> log_probs, new_state_0.. (src_tokens: copying models only)
     source.vocab     the source dictionary, one symbol per line in index order
     target.vocab     the target dictionary, likewise
     bpe.codes        subword-nmt's codes, when the model reads BPE
@@ -31,6 +31,12 @@ BPE_CODES_FILE = "bpe.codes"
 ENCODER_INPUTS = ["src_tokens"]
 ENCODER_OUTPUTS = ["keys", "values"]
 DECODER_INPUTS = ["prev_tokens", "keys", "values", "padding_mask"]  # then one per decoder state
+COPY_INPUT = "src_tokens"  # a copying model's step reads its rows' source tokens, after padding_mask
+
+
+def decoder_inputs(copying: bool) -> List[str]:
+    """The decoder step's inputs before its states."""
+    return [*DECODER_INPUTS, COPY_INPUT] if copying else list(DECODER_INPUTS)
 DECODER_OUTPUTS = ["log_probs"]  # then the new states
 
 
@@ -99,6 +105,7 @@ class Manifest:
     bpe: Optional[BPEOptions]
     int8: bool
     exported_with: Dict[str, object] = field(default_factory=dict)
+    copying: bool = False  # a pointer-generator model: its step reads src_tokens (COPY_INPUT)
     left_pad_source: bool = True
     encoder: str = ENCODER_FILE
     decoder: str = DECODER_FILE

@@ -11,7 +11,7 @@ from typing import List, Optional
 import numpy as np
 import onnxruntime
 
-from .manifest import DECODER_INPUTS, ENCODER_INPUTS, Manifest
+from .manifest import ENCODER_INPUTS, Manifest, decoder_inputs
 from .text import TextPipeline, Vocabulary
 
 
@@ -34,7 +34,8 @@ class ExportedModel:
         providers = ["CPUExecutionProvider"]
         self.encoder = onnxruntime.InferenceSession(os.path.join(directory, manifest.encoder), options, providers=providers)
         self.decoder = onnxruntime.InferenceSession(os.path.join(directory, manifest.decoder), options, providers=providers)
-        self.state_names = [i.name for i in self.decoder.get_inputs()][len(DECODER_INPUTS):]
+        self.inputs = decoder_inputs(manifest.copying)
+        self.state_names = [i.name for i in self.decoder.get_inputs()][len(self.inputs):]
         self.state_shapes = list(manifest.dimensions.decoder_states)
         self.max_source_positions = manifest.max_source_positions or float("inf")
         self.max_target_positions = manifest.max_target_positions or float("inf")
@@ -47,19 +48,22 @@ class ExportedModel:
         self.keys = np.repeat(keys, copies, axis=0)
         self.values = np.repeat(values, copies, axis=0)
         self.padding_mask = np.repeat(src_tokens == self.manifest.symbols.source_pad, copies, axis=0)
+        self.source = [self.keys, self.values, self.padding_mask]
+        if self.manifest.copying:  # the words the step's mixture copies from
+            self.source.append(np.repeat(src_tokens.astype(np.int64), copies, axis=0))
         rows = self.keys.shape[0]
         self.states: List[np.ndarray] = [np.zeros((rows, k, channels), np.float32) for k, channels in self.state_shapes]
 
     def step(self, prev_tokens: np.ndarray) -> np.ndarray:
         """Log-probabilities of the next token for every row (rows x vocabulary)."""
-        feeds = dict(zip(DECODER_INPUTS, (prev_tokens.astype(np.int64), self.keys, self.values, self.padding_mask)))
+        feeds = dict(zip(self.inputs, (prev_tokens.astype(np.int64), *self.source)))
         feeds.update(zip(self.state_names, self.states))
         log_probs, *self.states = self.decoder.run(None, feeds)
         return log_probs
 
     def reorder(self, order: np.ndarray, sentences_left: bool) -> None:
         """Row i takes the state of row ``order[i]``. Within a sentence the hypotheses share
-        keys, values and mask, so those move only when sentences left the batch."""
+        keys, values, mask (and source tokens), so those move only when sentences left the batch."""
         self.states = [state[order] for state in self.states]
         if sentences_left:
-            self.keys, self.values, self.padding_mask = self.keys[order], self.values[order], self.padding_mask[order]
+            self.source = [rows[order] for rows in self.source]

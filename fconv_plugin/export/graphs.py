@@ -6,7 +6,9 @@ from its inputs and returns what the step left in it:
 
 - each decoder convolution with k > 1 keeps its last k - 1 inputs (``causal_convolution.py``);
 - every attention layer reads the same encoder outputs (§3.3): the keys z (batch x
-  embed x src_len) and the values (z + e) · √0.5, given once for all layers.
+  embed x src_len) and the values (z + e) · √0.5, given once for all layers;
+- a copying (pointer-generator) model also reads the source tokens, which its mixture
+  scatters the averaged attention onto (``pointer_generator.py``): one more input.
 
 A runtime keeps one row of state per hypothesis and reorders the rows with the beams.
 """
@@ -23,9 +25,6 @@ from .plain_layers import PlainCausalConvolution, fold_weight_norm_
 
 def exportable_copy(model: nn.Module) -> nn.Module:
     """An inference copy of a trained fconv model with plain (folded) weights."""
-    if getattr(model.decoder, "pointer_generator", None) is not None:
-        raise FConvError("fconv-export does not export pointer-generator (copying) models yet; "
-                         "serve them with fairseq-interactive or fconv-serve")
     model = copy.deepcopy(model).float()
     model.eval()  # (a model fairseq prepared for generation returns None from eval())
     fold_weight_norm_(model)
@@ -52,9 +51,10 @@ class DecoderStepGraph(nn.Module):
     """One step of beam search for every hypothesis row.
 
     Inputs: the tokens so far (rows x t, starting with EOS), the keys and values of
-    each row's source, its padding mask (rows x src_len, True at padding), and each
-    convolution's state (rows x (k - 1) x in_channels). Outputs: log-probabilities of
-    the next token (rows x vocabulary), then every convolution's new state.
+    each row's source, its padding mask (rows x src_len, True at padding), for a copying
+    model its source tokens (rows x src_len), and each convolution's state
+    (rows x (k - 1) x in_channels). Outputs: log-probabilities of the next token
+    (rows x vocabulary), then every convolution's new state.
     """
 
     def __init__(self, model: nn.Module):
@@ -68,12 +68,18 @@ class DecoderStepGraph(nn.Module):
         """(k - 1, in_channels) of each state input, in order."""
         return [(conv.kernel_size - 1, conv.in_channels) for conv in self.stateful]
 
-    def forward(self, prev_tokens: Tensor, keys: Tensor, values: Tensor, padding_mask: Tensor, *states: Tensor):
+    @property
+    def copying(self) -> bool:
+        """Whether the step reads the source tokens (a pointer-generator model)."""
+        return getattr(self.decoder, "pointer_generator", None) is not None
+
+    def forward(self, prev_tokens: Tensor, keys: Tensor, values: Tensor, padding_mask: Tensor, *rest: Tensor):
+        source_tokens, states = (rest[0], rest[1:]) if self.copying else (None, rest)
         incremental_state = {}
         for conv, state in zip(self.stateful, states):
             conv.set_input_history(incremental_state, state)
         source = AttentionSource(keys=keys, values=values, padding_mask=padding_mask,
-                                 length_scale=source_length_scale(values, padding_mask))
+                                 length_scale=source_length_scale(values, padding_mask), tokens=source_tokens)
         self.decoder.cache_attention_source(incremental_state, source)
         logits, _ = self.decoder(prev_tokens, incremental_state=incremental_state)
         log_probs = self.decoder.get_normalized_probs((logits, None), log_probs=True)[:, -1, :]

@@ -106,14 +106,16 @@ def export_graphs(model, task, directory: str) -> list:
         )
         keys, values = encoder(src_tokens)
         padding_mask = src_tokens.eq(task.source_dictionary.pad())
+        copied = (src_tokens,) if step.copying else ()
         states = [torch.zeros(src_tokens.size(0), k, channels) for k, channels in step.state_shapes()]
         state_inputs, state_outputs = spec.state_names(len(states))
         torch.onnx.export(
-            step, (prev_tokens, keys, values, padding_mask, *states), os.path.join(directory, spec.DECODER_FILE),
+            step, (prev_tokens, keys, values, padding_mask, *copied, *states), os.path.join(directory, spec.DECODER_FILE),
             dynamo=True, opset_version=OPSET,
-            input_names=[*spec.DECODER_INPUTS, *state_inputs], output_names=[*spec.DECODER_OUTPUTS, *state_outputs],
+            input_names=[*spec.decoder_inputs(step.copying), *state_inputs],
+            output_names=[*spec.DECODER_OUTPUTS, *state_outputs],
             dynamic_shapes=({0: rows, 1: steps}, {0: rows, 2: src_len}, {0: rows, 1: src_len}, {0: rows, 1: src_len},
-                            tuple({0: rows} for _ in states)),
+                            (*({0: rows, 1: src_len} for _ in copied), *({0: rows} for _ in states))),
             external_data=False, verbose=False,
         )
     return step.state_shapes()
@@ -187,6 +189,7 @@ def manifest(args, model, task, arch, state_shapes) -> spec.Manifest:
         bpe=None if not args.bpe else spec.BPEOptions(separator=args.bpe_separator),
         int8=bool(args.int8),
         exported_with={"torch": torch.__version__, "opset": OPSET},
+        copying=getattr(decoder, "pointer_generator", None) is not None,
     )
 
 

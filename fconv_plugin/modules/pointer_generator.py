@@ -35,6 +35,17 @@ COPY_FLOOR = 1e-30
 PLAIN_SUMS = AttentionSums()
 
 
+def softplus(x: Tensor) -> Tensor:
+    """log(1 + eˣ), finite wherever x is: ONNX's Softplus (what torch's exports to) computes
+    it as written and overflows to inf above x ≈ 88, which a trained model's copy term reaches."""
+    return x.clamp_min(0) + torch.log1p(torch.exp(-x.abs()))
+
+
+def log_sigmoid(x: Tensor) -> Tensor:
+    """log σ(x) = −softplus(−x), finite wherever x is (an exported log(σ(x)) is −inf below x ≈ −88)."""
+    return -softplus(-x)
+
+
 def mix_generate_and_copy(logits: Tensor, gate_logit: Tensor, attention: Tensor, source_tokens: Tensor,
                           sums: Optional[AttentionSums] = None) -> Tensor:
     """log(p_gen · softmax(logits) + (1 − p_gen) · Σ_{j: x_j = w} a_j) for every word w.
@@ -45,15 +56,15 @@ def mix_generate_and_copy(logits: Tensor, gate_logit: Tensor, attention: Tensor,
     """
     sums = PLAIN_SUMS if sums is None else sums
     gate_logit, attention = sums.precise(gate_logit), sums.precise(attention)
-    log_p_gen = F.logsigmoid(gate_logit)
+    log_p_gen = log_sigmoid(gate_logit)
     generate = F.log_softmax(logits, dim=-1)
     same_word = source_tokens.unsqueeze(2).eq(source_tokens.unsqueeze(1))  # b x s x s
     copy = sums.product(attention, same_word.type_as(attention))  # copy_w at each of w's positions
     first = ~same_word.tril(-1).any(dim=-1, keepdim=True).transpose(1, 2)  # b x 1 x s: w's first position
     index = source_tokens.unsqueeze(1).expand_as(attention)
     generated_there = generate.gather(2, index) + log_p_gen
-    correction = F.softplus(F.logsigmoid(-gate_logit) + copy.clamp_min(COPY_FLOOR).log() - generated_there)
-    correction = (correction * first.type_as(correction)).to(generate.dtype)
+    correction = softplus(log_sigmoid(-gate_logit) + copy.clamp_min(COPY_FLOOR).log() - generated_there)
+    correction = torch.where(first, correction, torch.zeros_like(correction)).to(generate.dtype)
     return (generate + log_p_gen.to(generate.dtype)).scatter_add_(2, index, correction)
 
 

@@ -148,3 +148,22 @@ def test_export_refuses_a_used_directory_an_int8_checkpoint_and_bpe_without_code
     assert no_codes.returncode == 1 and no_codes.stderr.strip().splitlines()[-1].endswith("--bpe subword_nmt needs --bpe-codes "
                                                                                          "(the codes file the training data was encoded with)")
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob("out.*"))
+
+
+@pytest.mark.parametrize("beam, batch_size", [(5, 8), (1, 3)])
+def test_a_copying_model_translates_as_fairseq_interactive(name_task, without_torch, tmp_path, beam, batch_size):
+    """The names task's pointer-generator model (tests/cli/conftest.py): its held-out names
+    are only right when copied, so the exported mixture is exercised on every sentence."""
+    root, data_bin, copying = name_task
+    run_tool("fconv-export", copying, data_bin, tmp_path / "copy")
+    assert json.loads((tmp_path / "copy" / "manifest.json").read_text())["copying"] is True
+    lines = (root / "test.src").read_text().splitlines()[:30]
+    expected = interactive_answers(data_bin, copying, lines, "--source-lang", "src", "--target-lang", "tgt", beam=beam)
+    result = onnx_translate(tmp_path / "copy", lines, "--beam", beam, "--batch-size", batch_size, "--print-scores",
+                            blocked_dir=without_torch)
+    assert result.returncode == 0, result.stderr.decode()
+    answers = [line.split("\t") for line in result.stdout.decode().splitlines()]
+    assert [text for _, text in answers] == [e["text"] for e in expected]
+    assert all(abs(float(score) - e["score"]) < 1e-3 for (score, _), e in zip(answers, expected))
+    names = [line.split()[0] for line in (root / "test.tgt").read_text().splitlines()[:30]]
+    assert sum(text.split()[:1] == [name] for (_, text), name in zip(answers, names)) >= 24  # copied, as in fairseq

@@ -46,10 +46,29 @@ def test_encoder_and_decoder_steps_give_fairseqs_log_probabilities(exported, src
         assert np.allclose(log_probs, expected[:, t], atol=1e-4), t
 
 
-def test_pointer_generator_models_are_refused_with_one_line():
-    model = build_plugin_model("fconv_iwslt_de_en", DictionaryTask(SRC, SRC), pointer_generator=True, **SMALL)
-    with pytest.raises(FConvError, match="does not export pointer-generator"):
-        exportable_copy(model)
+def test_a_copying_models_step_reads_the_source_tokens_and_gives_the_models_log_probabilities(tmp_path):
+    """The pointer-generator is the plugin's own (fairseq has none): the step graph against
+    the torch model's full-sequence pass, a separate path (time-major convolutions)."""
+    torch.manual_seed(2)
+    model = build_plugin_model("fconv_iwslt_de_en", DictionaryTask(SRC, SRC), pointer_generator=True, **SMALL).eval()
+    src, lengths, prev, _ = translation_batch(SRC, SRC, [6, 9, 3], [5, 5, 5], seed=4)
+    src[0, -3:-1] = src[0, -5]  # a word twice in one source: its copy probabilities add up
+    with torch.no_grad():  # some source words all but impossible to generate, as a trained model's rare names:
+        model.decoder.fc3.bias[src[1, -4:-1]] = -150.0  # the copy term's softplus then reads ~150 (exp overflows)
+        model.decoder.pointer_generator.gate.bias.fill_(100.0)  # p_gen ~ 1: log(1 - p_gen) ~ -100 (sigmoid underflows)
+    shapes = export_graphs(model, DictionaryTask(SRC, SRC), str(tmp_path))
+    encoder, decoder = (onnxruntime.InferenceSession(str(tmp_path / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+                        for name in ("encoder", "decoder"))
+    assert [i.name for i in decoder.get_inputs()][:5] == ["prev_tokens", "keys", "values", "padding_mask", "src_tokens"]
+    with torch.no_grad():
+        expected = model.get_normalized_probs(model(src, lengths, prev), log_probs=True).numpy()
+    keys, values = encoder.run(None, {"src_tokens": src.numpy()})
+    states = [np.zeros((3, k, channels), np.float32) for k, channels in shapes]
+    for t in range(prev.size(1)):
+        log_probs, *states = decoder.run(None, {
+            "prev_tokens": prev[:, : t + 1].numpy(), "keys": keys, "values": values, "padding_mask": src.eq(SRC.pad()).numpy(),
+            "src_tokens": src.numpy(), **{f"state_{i}": s for i, s in enumerate(states)}})
+        assert np.isfinite(log_probs).all() and np.allclose(log_probs, expected[:, t], atol=1e-4), t
 
 
 def test_the_step_graph_needs_the_folded_copy():

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from fconv_plugin.modules.pointer_generator import COPY_FLOOR, PointerGenerator, mix_generate_and_copy
+from fconv_plugin.modules.pointer_generator import COPY_FLOOR, PointerGenerator, log_sigmoid, mix_generate_and_copy, softplus
 
 VOCAB = 9
 
@@ -110,3 +110,15 @@ def test_the_gate_reads_state_context_and_target_embedding():
     expected = state @ w[:5] + context @ w[5:9] + embedding @ w[9:] + layer.gate.bias
     actual = layer.generation_probability(state, context, embedding).squeeze(-1)
     assert torch.allclose(actual, expected, rtol=1e-12)
+
+
+def test_softplus_and_log_sigmoid_stay_finite_and_exact_far_out():
+    """Against math.log1p(math.exp(x)) in Python's double precision, and x itself where exp overflows."""
+    xs = [-1000.0, -100.0, -88.8, -20.0, -1.0, 0.0, 1e-3, 1.0, 20.0, 88.8, 100.0, 1000.0]
+    expected = [x if x > 700 else math.log1p(math.exp(x)) for x in xs]
+    for dtype, tolerance in ((torch.float32, 1e-6), (torch.float64, 1e-15)):
+        got = softplus(torch.tensor(xs, dtype=dtype)).tolist()
+        assert all(abs(g - e) <= tolerance * max(1.0, abs(e)) for g, e in zip(got, expected)), (dtype, got)
+        got = log_sigmoid(torch.tensor(xs, dtype=dtype)).tolist()
+        assert all(abs(g + (-x if -x > 700 else math.log1p(math.exp(-x)))) <= tolerance * max(1.0, abs(x))
+                   for g, x in zip(got, xs)), (dtype, got)
