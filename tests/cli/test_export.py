@@ -68,6 +68,15 @@ def onnx_translate(directory, lines, *options, blocked_dir, input_bytes=None):
                           capture_output=True, timeout=600)
 
 
+def _answers_equal(result, expected):
+    """fconv-onnx-translate's --print-scores lines, checked against fairseq-interactive's D- lines."""
+    assert result.returncode == 0, result.stderr.decode()
+    answers = [line.split("\t") for line in result.stdout.decode().splitlines()]
+    assert [text for _, text in answers] == [e["text"] for e in expected]
+    assert all(abs(float(score) - e["score"]) < 1e-3 for (score, _), e in zip(answers, expected))
+    return answers
+
+
 def test_the_blocked_path_really_blocks_torch_and_fairseq(without_torch):
     for name in BLOCKED:
         result = subprocess.run([sys.executable, "-c", f"import {name}"], env={"PYTHONPATH": str(without_torch)},
@@ -83,10 +92,7 @@ def test_translations_and_scores_are_fairseq_interactives(exported, without_torc
                                    beam=beam)
     result = onnx_translate(root / "float", lines, "--beam", beam, "--batch-size", batch_size, "--print-scores",
                             blocked_dir=without_torch)
-    assert result.returncode == 0, result.stderr.decode()
-    answers = [line.split("\t") for line in result.stdout.decode().splitlines()]
-    assert [text for _, text in answers] == [e["text"] for e in expected]
-    assert all(abs(float(score) - e["score"]) < 1e-3 for (score, _), e in zip(answers, expected))
+    _answers_equal(result, expected)
 
 
 def test_the_directory_holds_what_a_deployment_needs(exported):
@@ -161,9 +167,6 @@ def test_a_copying_model_translates_as_fairseq_interactive(name_task, without_to
     expected = interactive_answers(data_bin, copying, lines, "--source-lang", "src", "--target-lang", "tgt", beam=beam)
     result = onnx_translate(tmp_path / "copy", lines, "--beam", beam, "--batch-size", batch_size, "--print-scores",
                             blocked_dir=without_torch)
-    assert result.returncode == 0, result.stderr.decode()
-    answers = [line.split("\t") for line in result.stdout.decode().splitlines()]
-    assert [text for _, text in answers] == [e["text"] for e in expected]
-    assert all(abs(float(score) - e["score"]) < 1e-3 for (score, _), e in zip(answers, expected))
+    answers = _answers_equal(result, expected)
     names = [line.split()[0] for line in (root / "test.tgt").read_text().splitlines()[:30]]
     assert sum(text.split()[:1] == [name] for (_, text), name in zip(answers, names)) >= 24  # copied, as in fairseq
