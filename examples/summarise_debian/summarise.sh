@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Abstractive summarisation with ConvS2S, end to end on a CPU: Debian package
-# descriptions -> their one-line synopses (the paper's second task, §5.4).
+# descriptions -> their one-line synopses (the paper's second task, §5.4), or any
+# document -> summary pairs (CORPUS=; data/ also ships Python docstrings and Perl manuals).
 #
-#   shipped pairs -> split by source package, Moses tokenisation, lower case
+#   shipped pairs -> split by group (source package), Moses tokenisation, lower case
 #   -> the recipe chosen from the training split's statistics (recipe.py: source cut,
 #      BPE merges, --max-len-b, updates; printed in one block before training)
 #   -> subword-nmt BPE (joint) -> fairseq-preprocess --joined-dictionary
@@ -27,7 +28,8 @@
 #                the checkpoint is then the one with the best validation loss
 #   CHECKPOINT=rouge-l|loss|last   the checkpoint summarised with: the best validation ROUGE-L
 #                on the curve (default), the lowest validation loss, or the last
-#   CORPUS=F     another corpus in the same TSV form (source <TAB> summary <TAB> document, .xz)
+#   CORPUS=F     another corpus in the same TSV form (group <TAB> summary <TAB> document, .xz), e.g.
+#                data/docstrings.tsv.xz or data/perl_manuals.tsv.xz (corpora/ builds them)
 #   WORK_DIR=D   where everything is written (default: runs/<date-time> beside this
 #                script); a WORK_DIR that exists and is not empty is refused, never wiped
 #   SEED=N       training seed (default 1)
@@ -84,7 +86,7 @@ recipe() {  # recipe STAGE options...: recipe.py's choices (name=value lines) in
     done < recipe.out
 }
 
-step "1/7 split by source package, tokenise (fairseq's --tokenizer moses), lower-case"
+step "1/7 split by group (Debian: source package), tokenise (fairseq's --tokenizer moses), lower-case"
 python "$here/prepare.py" "$corpus" . --valid "$n_valid" --test "$n_test" 2> prepare.log \
     || fail "$(tail -n 1 prepare.log) (the whole log: $work/prepare.log)"
 recipe words . ${SOURCE_WORDS:+--source-words "$SOURCE_WORDS"} ${MERGES:+--merges "$MERGES"}
@@ -226,7 +228,7 @@ echo
 echo "examples (every 300th test pair):"
 for n in 1 301 601 901 1201; do
     [ "$n" -le "$(wc -l < test.hyp)" ] || break
-    printf '  description: %.160s...\n  synopsis:    %s\n  model:       %s\n\n' "$(sed -n "${n}p" test.raw.desc)" \
+    printf '  document: %.160s...\n  summary:  %s\n  model:    %s\n\n' "$(sed -n "${n}p" test.raw.desc)" \
         "$(sed -n "${n}p" test.raw.syn)" "$(sed -n "${n}p" test.hyp)"
 done
 
