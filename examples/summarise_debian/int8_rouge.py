@@ -44,7 +44,10 @@ def main():
     checkpoint = args.work / results["checkpoint"]
     int8 = args.work / "int8.pt"
     if not int8.exists():
-        subprocess.run([BIN / "fconv-quantize", checkpoint, int8], check=True, capture_output=True)
+        quantize = subprocess.run([BIN / "fconv-quantize", checkpoint, int8, "--data", args.work / "data-bin"],
+                                  capture_output=True, text=True)
+        if quantize.returncode != 0:
+            sys.exit(quantize.stderr.strip().splitlines()[-1])
     references = score.read_lines(args.work / "test.raw.syn")
     float32 = score.read_lines(args.work / "test.hyp")
     quantised = summaries(args.work, int8, results["generation"], results["recipe"]["max-len-b"])

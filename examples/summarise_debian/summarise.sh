@@ -157,6 +157,8 @@ for kept in checkpoints/checkpoint_[0-9]*_[0-9]*.pt; do
     kept_at[$at]=$kept
 done
 [ -n "${kept_at[$updates]:-}" ] || kept_at[$updates]=checkpoints/checkpoint_last.pt  # training stops at --max-update
+# (an interval that ends an epoch is saved under the epoch's name, which --no-epoch-checkpoints
+# drops: fairseq's checkpoint_utils; the curve then has three points)
 for at in "${!kept_at[@]}"; do
     checkpoint=${kept_at[$at]} generate valid valid.curve.hyp --beam 1  # the later --beam wins
     rouge_l=$(rouge_l_of valid.curve.hyp)
