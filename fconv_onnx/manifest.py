@@ -32,12 +32,12 @@ ENCODER_INPUTS = ["src_tokens"]
 ENCODER_OUTPUTS = ["keys", "values"]
 DECODER_INPUTS = ["prev_tokens", "keys", "values", "padding_mask"]  # then one per decoder state
 COPY_INPUT = "src_tokens"  # a copying model's step reads its rows' source tokens, after padding_mask
+DECODER_OUTPUTS = ["log_probs"]  # then the new states
 
 
 def decoder_inputs(copying: bool) -> List[str]:
     """The decoder step's inputs before its states."""
     return [*DECODER_INPUTS, COPY_INPUT] if copying else list(DECODER_INPUTS)
-DECODER_OUTPUTS = ["log_probs"]  # then the new states
 
 
 def state_names(count: int) -> Tuple[List[str], List[str]]:

@@ -36,13 +36,16 @@ PLAIN_SUMS = AttentionSums()
 
 
 def softplus(x: Tensor) -> Tensor:
-    """log(1 + eˣ), finite wherever x is: ONNX's Softplus (what torch's exports to) computes
-    it as written and overflows to inf above x ≈ 88, which a trained model's copy term reaches."""
+    """log(1 + eˣ) = max(x, 0) + log(1 + e^−|x|), finite wherever x is, written out so that
+    every runtime computes it so (an exported graph carries these elementwise ops, no kernel
+    of its own)."""
     return x.clamp_min(0) + torch.log1p(torch.exp(-x.abs()))
 
 
 def log_sigmoid(x: Tensor) -> Tensor:
-    """log σ(x) = −softplus(−x), finite wherever x is (an exported log(σ(x)) is −inf below x ≈ −88)."""
+    """log σ(x) = −softplus(−x), finite wherever x is: torch's logsigmoid exports to ONNX as
+    log(σ(x)), which is −inf below x ≈ −88, and a trained gate's p_gen gets there (the
+    mixture then turned to NaN and the beam never finished)."""
     return -softplus(-x)
 
 

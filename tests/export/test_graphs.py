@@ -53,9 +53,9 @@ def test_a_copying_models_step_reads_the_source_tokens_and_gives_the_models_log_
     model = build_plugin_model("fconv_iwslt_de_en", DictionaryTask(SRC, SRC), pointer_generator=True, **SMALL).eval()
     src, lengths, prev, _ = translation_batch(SRC, SRC, [6, 9, 3], [5, 5, 5], seed=4)
     src[0, -3:-1] = src[0, -5]  # a word twice in one source: its copy probabilities add up
-    with torch.no_grad():  # some source words all but impossible to generate, as a trained model's rare names:
-        model.decoder.fc3.bias[src[1, -4:-1]] = -150.0  # the copy term's softplus then reads ~150 (exp overflows)
-        model.decoder.pointer_generator.gate.bias.fill_(100.0)  # p_gen ~ 1: log(1 - p_gen) ~ -100 (sigmoid underflows)
+    with torch.no_grad():  # extremes a trained model reaches: rare names all but impossible to generate,
+        model.decoder.fc3.bias[src[1, -4:-1]] = -150.0  # (the copy term's softplus reads ~150)
+        model.decoder.pointer_generator.gate.bias.fill_(100.0)  # and p_gen ~ 1: log(1 - p_gen) ~ -100
     shapes = export_graphs(model, DictionaryTask(SRC, SRC), str(tmp_path))
     encoder, decoder = (onnxruntime.InferenceSession(str(tmp_path / f"{name}.onnx"), providers=["CPUExecutionProvider"])
                         for name in ("encoder", "decoder"))
