@@ -7,10 +7,11 @@ summarise.sh asks this script twice and prints its choices in one block before t
 
 Each stage reads the tokenised training files in WORK_DIR, writes its choices (and the
 statistics behind them) into WORK_DIR/recipe.json, and prints ``name=value`` lines for
-the shell; the first also cuts every split's documents ({split}.full.desc -> {split}.desc). A value given on the command line (a knob the user set) is kept and marked
-as given. The rules were calibrated on the Debian corpus (where they give the values the
-recipe search chose by hand: 40 source words, 10,000 merges) and checked side by side on
-other corpora (docs/summarisation.md):
+the shell; the first also cuts every split's documents ({split}.full.desc -> {split}.desc).
+A value given on the command line (a knob the user set) is kept and marked as given. The
+rules were calibrated on the Debian corpus (where they give about the values the recipe
+search chose by hand: 42 source words for 40, 10,500 merges for 10,000) and checked side
+by side on two other corpora (docs/summarisation.md):
 
 - source cut: a summary draws on the opening of its document. Keep about six times the
   median summary length (Gigaword's lead sentence is about four headlines long; Debian
