@@ -45,13 +45,13 @@ class ExportedModel:
     def start(self, src_tokens: np.ndarray, copies: int) -> None:
         """Encode a batch (sentences x src_len, left-padded) and keep ``copies`` rows per sentence."""
         keys, values = self.encoder.run(None, {ENCODER_INPUTS[0]: src_tokens.astype(np.int64)})
-        self.keys = np.repeat(keys, copies, axis=0)
-        self.values = np.repeat(values, copies, axis=0)
-        self.padding_mask = np.repeat(src_tokens == self.manifest.symbols.source_pad, copies, axis=0)
-        self.source = [self.keys, self.values, self.padding_mask]
-        if self.manifest.copying:  # the words the step's mixture copies from
-            self.source.append(np.repeat(src_tokens.astype(np.int64), copies, axis=0))
-        rows = self.keys.shape[0]
+        # each row's source, in the step's input order: keys, values, padding mask (and, for a
+        # copying model, the words its mixture copies from)
+        per_sentence = [keys, values, src_tokens == self.manifest.symbols.source_pad]
+        if self.manifest.copying:
+            per_sentence.append(src_tokens.astype(np.int64))
+        self.source = [np.repeat(rows, copies, axis=0) for rows in per_sentence]
+        rows = self.source[0].shape[0]
         self.states: List[np.ndarray] = [np.zeros((rows, k, channels), np.float32) for k, channels in self.state_shapes]
 
     def step(self, prev_tokens: np.ndarray) -> np.ndarray:

@@ -23,12 +23,11 @@ import ast
 import re
 import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Iterator, Optional, Tuple
 
-from pairs_file import write_pairs
+from pairs_file import inputs_directory, write_pairs
 
 WHEELS = ["numpy==2.1.3", "scipy==1.14.1", "sympy==1.13.3", "pandas==2.2.3", "scikit-learn==1.5.2",
           "matplotlib==3.9.2", "networkx==3.4.2", "nltk==3.9.1", "astropy==6.1.6", "statsmodels==0.14.4",
@@ -110,17 +109,18 @@ def pairs_of_wheel(wheel: Path) -> Iterator[Tuple[str, str, str]]:
                 yield name, summary, body
 
 
+def download_wheels(directory: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
+                    "3.11", "--platform", "manylinux2014_x86_64", "--platform", "any", "-d", str(directory), *WHEELS],
+                   check=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--wheels", type=Path, help="a directory that already holds the pinned wheels")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as scratch:
-        wheels = args.wheels or Path(scratch)
-        if not args.wheels:
-            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                            "--python-version", "3.11", "--platform", "manylinux2014_x86_64", "--platform", "any",
-                            "-d", str(wheels), *WHEELS], check=True)
+    with inputs_directory(args.wheels, download_wheels) as wheels:
         wheel_files = sorted(wheels.glob("*.whl"))
         written = write_pairs(args.out, (row for wheel in wheel_files for row in pairs_of_wheel(wheel)))
     print(f"{written} pairs from {len(wheel_files)} wheels -> {args.out}")

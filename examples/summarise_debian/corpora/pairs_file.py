@@ -1,8 +1,10 @@
 """Writing a summarisation corpus in the form summarise.sh's CORPUS= reads (shared by the corpus builders)."""
 
+import contextlib
 import lzma
+import tempfile
 from pathlib import Path
-from typing import Iterable, Tuple
+from typing import Callable, Iterable, Iterator, Optional, Tuple
 
 
 def write_pairs(out: Path, rows: Iterable[Tuple[str, str, str]]) -> int:
@@ -19,3 +21,15 @@ def write_pairs(out: Path, rows: Iterable[Tuple[str, str, str]]) -> int:
             f.write(f"{group}\t{summary}\t{document}\n")
             written += 1
     return written
+
+
+@contextlib.contextmanager
+def inputs_directory(given: Optional[Path], fetch: Callable[[Path], None]) -> Iterator[Path]:
+    """The directory of downloaded inputs: ``given`` as it is, or a scratch one that
+    ``fetch`` fills and that is removed afterwards."""
+    if given:
+        yield given
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        fetch(Path(scratch))
+        yield Path(scratch)

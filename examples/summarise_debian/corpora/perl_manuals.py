@@ -23,11 +23,10 @@ import io
 import re
 import subprocess
 import tarfile
-import tempfile
 from pathlib import Path
 from typing import Iterator, Optional, Tuple
 
-from pairs_file import write_pairs
+from pairs_file import inputs_directory, write_pairs
 
 MIN_SUMMARY_WORDS, MAX_SUMMARY_WORDS, MIN_BODY_WORDS, MAX_BODY_WORDS = 3, 40, 8, 300
 NAME_LINE = re.compile(r"^\s*\S+(?:\s*,\s*\S+)*\s+-+\s+(.+)$", re.S)  # "Foo::Bar - summary" (also "A, B - ...")
@@ -84,18 +83,20 @@ def pairs_of_deb(deb: Path) -> Iterator[Tuple[str, str]]:
                     yield pair
 
 
+def download_perl_packages(directory: Path) -> None:
+    """Every lib*-perl package apt's lists name, 500 a call."""
+    names = subprocess.run(["apt-cache", "pkgnames"], check=True, capture_output=True, text=True).stdout.split()
+    wanted = sorted(n for n in names if n.startswith("lib") and n.endswith("-perl"))
+    for i in range(0, len(wanted), 500):
+        subprocess.run(["apt-get", "download", "-q", *wanted[i:i + 500]], cwd=directory, check=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--debs", type=Path, help="a directory that already holds the lib*-perl packages")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as scratch:
-        debs = args.debs or Path(scratch)
-        if not args.debs:
-            names = subprocess.run(["apt-cache", "pkgnames"], check=True, capture_output=True, text=True).stdout.split()
-            wanted = sorted(n for n in names if n.startswith("lib") and n.endswith("-perl"))
-            for i in range(0, len(wanted), 500):
-                subprocess.run(["apt-get", "download", "-q", *wanted[i:i + 500]], cwd=debs, check=True)
+    with inputs_directory(args.debs, download_perl_packages) as debs:
         packages = sorted(debs.glob("*.deb"))
         rows = ((deb.name.split("_", 1)[0], summary, description)  # group: the package name
                 for deb in packages for summary, description in pairs_of_deb(deb))
