@@ -1,4 +1,27 @@
+import sys
+
 from setuptools import find_packages, setup
+
+
+def int8_kernels():
+    """The int8 layers' fused kernel (fconv_plugin/modules/int8_rows.cpp), built against the
+    installed torch. Without torch at build time (an isolated build) it is left out and
+    the int8 layers run the same arithmetic as torch operations, slower."""
+    try:
+        from torch.utils.cpp_extension import BuildExtension, CppExtension
+    except ImportError:
+        print("fconv_plugin: torch is not installed here; building without the int8 kernel "
+              "(install torch first, then this package with --no-build-isolation)", file=sys.stderr)
+        return {}
+    extension = CppExtension(
+        "fconv_plugin.modules._int8_rows", ["fconv_plugin/modules/int8_rows.cpp"],
+        # no implicit fused multiply-add (torch's rounding); errno never read, so fma and
+        # nearbyint vectorise
+        extra_compile_args=["-O3", "-ffp-contract=off", "-fno-math-errno", "-fopenmp"],
+        extra_link_args=["-fopenmp"],
+    )
+    return {"ext_modules": [extension], "cmdclass": {"build_ext": BuildExtension.with_options(use_ninja=False)}}
+
 
 setup(
     name="fconv_plugin",
@@ -47,4 +70,5 @@ setup(
         ]
     },
     license="MIT",
+    **int8_kernels(),
 )

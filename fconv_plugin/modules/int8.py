@@ -36,6 +36,11 @@ from .embeddings import LearnedPositionalEmbedding, TokenEmbedding, positions_to
 from .layer_swap import replace_layers_
 from .weight_norm import WeightNormalized, WeightNormConvTBC, WeightNormLinear
 
+try:  # the same arithmetic in one call (int8_rows.cpp), built when the package is installed
+    from . import _int8_rows as fused_rows
+except ImportError:  # not built (no torch at install time, or run from a plain checkout): torch operations
+    fused_rows = None
+
 
 def quantize_rows(x: Tensor):
     """Symmetric int8 rounding of each row of ``x`` (rows x features) to its own scale."""
@@ -72,12 +77,18 @@ class Int8Weight(nn.Module):
         whatever the number of rows beside it.
         """
         rows = x.reshape(-1, x.size(-1))
+        if fused_rows is not None:
+            return fused_rows.linear(rows, self.weight, self.scale, bias).view(*x.shape[:-1], -1)
+        return self.linear_in_torch_operations(rows, bias).view(*x.shape[:-1], -1)
+
+    def linear_in_torch_operations(self, rows: Tensor, bias: Optional[Tensor]) -> Tensor:
+        """``linear`` of a matrix as torch operations: the reference the fused kernel
+        (``int8_rows.cpp``) is tested against bit for bit, and its stand-in where it is not built."""
         if rows.dtype != torch.float32 or not rows.is_contiguous():
             rows = rows.float().contiguous()
         quantized, row_scale = quantize_rows(rows)
         out = torch._int_mm(quantized, self.weight.t()) * row_scale  # int32 sums, as float32
-        out = out.mul_(self.scale) if bias is None else torch.addcmul(bias, out, self.scale)
-        return out.view(*x.shape[:-1], out.size(-1))
+        return out.mul_(self.scale) if bias is None else torch.addcmul(bias, out, self.scale)
 
     def convolve_tbc(self, x: Tensor, kernel_size: int, padding: int, bias: Optional[Tensor]) -> Tensor:
         """The convolution of ``x`` (time x batch x in), zero-padded by ``padding`` at both ends."""
@@ -205,14 +216,19 @@ class BatchInvariantSums(AttentionSums):
         return cls()
 
     def operand(self, source: Tensor) -> Tensor:
-        """Keys and values in float64 once per source (``AttentionSource.summed_by``)."""
-        return source.double()
+        """Keys and values in float64 once per source (``AttentionSource.summed_by``); the
+        fused kernel reads them as they are."""
+        return source if fused_rows is not None else source.double()
 
     def product(self, a: Tensor, b: Tensor) -> Tensor:
+        if fused_rows is not None and a.dtype == b.dtype == torch.float32:
+            return fused_rows.attention_read(a, b)  # float64 sums in one fixed order, rounded back
         return torch.bmm(a.double(), b.double()).to(a.dtype)  # .double() of a float64 operand copies nothing
 
     def weights(self, query: Tensor, keys: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
         """Scores and softmax in float64 from end to end, rounded back once."""
+        if fused_rows is not None and query.dtype == keys.dtype == torch.float32:
+            return fused_rows.attention_weights(query, keys, padding_mask)
         return super().weights(query.double(), keys.double(), padding_mask).to(query.dtype)
 
     def precise(self, values: Tensor) -> Tensor:

@@ -192,8 +192,8 @@ def test_the_attentions_sums_in_int8_models_are_float64_sums_rounded_back():
     sums = BatchInvariantSums.from_float(AttentionSums())
     a, b = torch.randn(3, 4, 5), torch.randn(3, 5, 6)
     assert torch.equal(sums.product(a, b), torch.bmm(a.double(), b.double()).float())
-    # keys and values converted once per source (AttentionSource.summed_by) give the same products
-    assert sums.operand(b).dtype == torch.float64 and torch.equal(sums.product(a, sums.operand(b)), sums.product(a, b))
+    # keys and values prepared once per source (AttentionSource.summed_by) give the same products
+    assert torch.equal(sums.product(a, sums.operand(b)), sums.product(a, b))
     query, keys = torch.randn(2, 3, 4), torch.randn(2, 4, 7)
     padding = torch.zeros(2, 7, dtype=torch.bool)
     padding[0, :2] = True
@@ -244,3 +244,75 @@ def test_the_int8_mixture_gives_a_sentence_the_same_bits_alone_and_beside_a_long
         # and the float64 form is the float32 mixture to rounding
         plain = mix_generate_and_copy(logits, gate, attention, source)
         assert (together - plain)[..., words].abs().max() < 1e-5
+
+
+# --- the fused kernel (int8_rows.cpp) against the same arithmetic as torch operations ---
+
+def _random_rows(generator, rows, width):
+    """Rows of very different sizes, some all zero, some with a single loud value."""
+    x = torch.randn(rows, width, generator=generator) * torch.rand(rows, 1, generator=generator).mul(20)
+    x[::7] = 0.0
+    if rows > 2:
+        x[1, width // 2] = 1e4
+    return x
+
+
+def test_the_fused_kernel_is_built_by_the_install():
+    """scripts/setup_env.sh installs the package, which compiles int8_rows.cpp against its torch."""
+    from fconv_plugin.modules import int8
+
+    assert int8.fused_rows is not None, "fconv_plugin/modules/_int8_rows is not built; reinstall the package " \
+                                        "with pip install --no-build-isolation -e ."
+
+
+@pytest.mark.parametrize("rows,width,out", [(1, 3, 5), (5, 256, 256), (80, 768, 512), (33, 17, 7001), (200, 256, 40)])
+def test_the_fused_linear_gives_the_bits_of_the_torch_operations(rows, width, out):
+    from fconv_plugin.modules.int8 import fused_rows, quantize_rows
+
+    generator = torch.Generator().manual_seed(rows * width + out)
+    weight = Int8Weight.from_float(torch.randn(out, width, generator=generator))
+    bias = torch.randn(out, generator=generator)
+    x = _random_rows(generator, rows, width)
+    quantized, scale = fused_rows.quantize_rows(x)
+    expected_quantized, expected_scale = quantize_rows(x)
+    assert torch.equal(quantized, expected_quantized) and torch.equal(scale, expected_scale)
+    for b in (bias, None):
+        assert torch.equal(fused_rows.linear(x, weight.weight, weight.scale, b), weight.linear_in_torch_operations(x, b))
+    # a strided view (the decoder's windows) is read as its values
+    wide = torch.randn(rows, 2 * width, generator=generator)
+    assert torch.equal(weight.linear(wide[:, ::2], bias), weight.linear_in_torch_operations(wide[:, ::2].contiguous(), bias))
+
+
+def test_the_fused_linear_sums_exactly_in_integers():
+    """The int32 sums recomputed by hand in int64 from the int8 rows, scaled back in float64."""
+    from fconv_plugin.modules.int8 import fused_rows
+
+    generator = torch.Generator().manual_seed(11)
+    weight = Int8Weight.from_float(torch.randn(30, 768, generator=generator))
+    x = _random_rows(generator, 9, 768)
+    quantized, scale = fused_rows.quantize_rows(x)
+    sums = quantized.long() @ weight.weight.long().t()
+    expected = sums.double() * scale.double() * weight.scale.double()
+    actual = fused_rows.linear(x, weight.weight, weight.scale, None)
+    assert torch.allclose(actual.double(), expected, rtol=3e-7, atol=0)
+
+
+@pytest.mark.parametrize("batch,rows,embed,length", [(1, 1, 8, 1), (3, 5, 256, 29), (16, 10, 64, 57), (7, 4, 17, 3)])
+def test_the_fused_attention_sums_are_float64_sums_rounded_once_and_batch_invariant(batch, rows, embed, length):
+    from fconv_plugin.modules.int8 import fused_rows
+
+    generator = torch.Generator().manual_seed(batch * 1000 + length)
+    query = torch.randn(batch, rows, embed, generator=generator)
+    keys = torch.randn(batch, embed, length, generator=generator)
+    values = torch.randn(batch, length, embed, generator=generator)
+    padding = torch.rand(batch, length, generator=generator) < 0.3
+    padding[:, -1] = False
+    scores = torch.bmm(query.double(), keys.double()).masked_fill(padding.unsqueeze(1), float("-inf"))
+    weights = fused_rows.attention_weights(query, keys, padding)
+    assert torch.equal(weights, torch.softmax(scores, dim=-1).float())
+    assert torch.equal(fused_rows.attention_weights(query, keys, None), torch.softmax(torch.bmm(query.double(), keys.double()), -1).float())
+    context = fused_rows.attention_read(weights, values)
+    assert torch.equal(context, torch.bmm(weights.double(), values.double()).float())
+    last = batch - 1  # one sentence alone gives the bits it gets among the others
+    assert torch.equal(fused_rows.attention_weights(query[last:], keys[last:], padding[last:]), weights[last:])
+    assert torch.equal(fused_rows.attention_read(weights[last:], values[last:]), context[last:])

@@ -1,0 +1,246 @@
+// The int8 linear layer of modules/int8.py in one call: rows quantised, multiplied, scaled back.
+//
+// Int8Weight.linear in torch is a dozen small kernels around one integer product (absolute
+// value, row maximum, clamp, two divisions, rounding, conversion; then two scalings). At
+// the sizes of beam search on a CPU (5 to a few hundred rows of 256 to 768 values) each
+// kernel costs more in dispatch than in arithmetic, and the products themselves are 3-10x
+// cheaper in int8 than in float32. Here the rows are quantised in one pass, multiplied by
+// torch's own int8 product (at::_int_mm, exact int32 sums), and scaled back in one pass.
+//
+// The arithmetic is the torch form's, element by element, so both give the same bits
+// (tests/modules/test_int8.py): scale_r = max(max_j |x_rj|, 1e-12) / 127, q_rj =
+// round-half-even(x_rj / scale_r); y_rn = bias_n + (float(sum_rn) * scale_r) * w_scale_n,
+// the last step one fused multiply-add (std::fma, one rounding, as torch's vectorised
+// addcmul computes it), every other operation rounded on its own (-ffp-contract=off). Every
+// value of row r depends on row r alone, so a sentence's answer never depends on the
+// sentences batched with it.
+#include <torch/extension.h>
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace {
+
+constexpr float kQuantizedMax = 127.0f;
+constexpr float kSmallestMax = 1e-12f;  // torch: clamp_min_(1e-12) of a float32 tensor
+constexpr int64_t kValuesPerTask = 32768;  // at::parallel_for's grain (torch's own), in values
+
+int64_t rows_per_task(int64_t cols) { return std::max<int64_t>(1, kValuesPerTask / std::max<int64_t>(1, cols)); }
+
+// Each loop is compiled twice (FCONV_DISPATCHED below): for AVX2 with FMA (x86-64 since
+// 2013), chosen at run time where the CPU has them, and for the baseline; both give the
+// same bits (no implicit contraction, the one fma explicit).
+#define FCONV_INLINE static inline __attribute__((always_inline))
+
+FCONV_INLINE void quantize_row_body(const float* __restrict x, int64_t n, int8_t* __restrict q,
+                                    float* __restrict scale_out) {
+  float partial[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // lane-wise maxima: max is exact in any order
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int k = 0; k < 8; ++k) {
+      const float a = std::fabs(x[j + k]);
+      partial[k] = a > partial[k] ? a : partial[k];
+    }
+  }
+  float largest = 0.0f;
+  for (int k = 0; k < 8; ++k) largest = partial[k] > largest ? partial[k] : largest;
+  for (; j < n; ++j) largest = std::fabs(x[j]) > largest ? std::fabs(x[j]) : largest;
+  const float scale = (largest > kSmallestMax ? largest : kSmallestMax) / kQuantizedMax;
+  for (j = 0; j < n; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] / scale));
+  *scale_out = scale;
+}
+
+FCONV_INLINE void scale_back_row_body(const int32_t* __restrict sums, int64_t n, float row_scale,
+                                      const float* __restrict column_scale, const float* __restrict bias,
+                                      float* __restrict y) {
+  if (bias != nullptr) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float scaled = static_cast<float>(sums[j]) * row_scale;
+      y[j] = std::fma(scaled, column_scale[j], bias[j]);
+    }
+  } else {
+    for (int64_t j = 0; j < n; ++j) y[j] = static_cast<float>(sums[j]) * row_scale * column_scale[j];
+  }
+}
+
+// s_j = sum_e q_e k_ej, in float64, e in order (one lane per source position j)
+FCONV_INLINE void attention_scores_row_body(const float* __restrict q, const float* __restrict keys, int64_t embed,
+                                            int64_t length, double* __restrict scores) {
+  for (int64_t j = 0; j < length; ++j) scores[j] = 0.0;
+  for (int64_t e = 0; e < embed; ++e) {
+    const double q_e = q[e];
+    const float* __restrict k_e = keys + e * length;
+    for (int64_t j = 0; j < length; ++j) scores[j] += q_e * static_cast<double>(k_e[j]);
+  }
+}
+
+// c_e = sum_j a_j v_je, in float64, j in order (one lane per embedding channel e)
+FCONV_INLINE void attention_read_row_body(const float* __restrict a, const float* __restrict values, int64_t length,
+                                          int64_t embed, double* __restrict sums) {
+  for (int64_t e = 0; e < embed; ++e) sums[e] = 0.0;
+  for (int64_t j = 0; j < length; ++j) {
+    const double a_j = a[j];
+    const float* __restrict v_j = values + j * embed;
+    for (int64_t e = 0; e < embed; ++e) sums[e] += a_j * static_cast<double>(v_j[e]);
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+const bool kAvx2Fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#define FCONV_AVX2 __attribute__((target("avx2,fma")))
+#else
+constexpr bool kAvx2Fma = false;
+#define FCONV_AVX2
+#endif
+
+// NAME: NAME_body compiled for AVX2 with FMA and for the baseline, chosen by the CPU
+#define FCONV_DISPATCHED(NAME, PARAMS, ARGS)      \
+  void NAME##_baseline PARAMS { NAME##_body ARGS; } \
+  FCONV_AVX2 void NAME##_avx2 PARAMS { NAME##_body ARGS; } \
+  void NAME PARAMS { kAvx2Fma ? NAME##_avx2 ARGS : NAME##_baseline ARGS; }
+
+FCONV_DISPATCHED(quantize_row, (const float* x, int64_t n, int8_t* q, float* scale), (x, n, q, scale))
+FCONV_DISPATCHED(scale_back_row,
+                 (const int32_t* sums, int64_t n, float row_scale, const float* column_scale, const float* bias, float* y),
+                 (sums, n, row_scale, column_scale, bias, y))
+FCONV_DISPATCHED(attention_scores_row, (const float* q, const float* keys, int64_t embed, int64_t length, double* scores),
+                 (q, keys, embed, length, scores))
+FCONV_DISPATCHED(attention_read_row, (const float* a, const float* values, int64_t length, int64_t embed, double* sums),
+                 (a, values, length, embed, sums))
+
+}  // namespace
+
+// Each row of x (rows x in, float32, contiguous) as int8 with its own scale: (q, scale).
+std::vector<torch::Tensor> quantize_rows(const torch::Tensor& x) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat && x.is_contiguous(),
+              "quantize_rows takes a contiguous float32 matrix");
+  const int64_t rows = x.size(0), cols = x.size(1);
+  auto q = torch::empty({rows, cols}, x.options().dtype(torch::kChar));
+  auto scale = torch::empty({rows, 1}, x.options());
+  const float* in = x.data_ptr<float>();
+  int8_t* out = q.data_ptr<int8_t>();
+  float* scales = scale.data_ptr<float>();
+  at::parallel_for(0, rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) quantize_row(in + r * cols, cols, out + r * cols, scales + r);
+  });
+  return {q, scale};
+}
+
+// x (rows x in, float32) times the int8 weight w (out x in) with per-row scales
+// w_scale (out), plus bias (out, or an empty tensor): rows x out, float32.
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& weight_scale,
+                     const c10::optional<torch::Tensor>& bias) {
+  TORCH_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
+              "linear takes x (rows x in) and an int8 weight (out x in)");
+  TORCH_CHECK(weight.scalar_type() == torch::kChar && weight_scale.scalar_type() == torch::kFloat,
+              "the weight is int8 with float32 scales");
+  const auto rows_in = x.scalar_type() == torch::kFloat ? x.contiguous() : x.to(torch::kFloat).contiguous();
+  auto quantized = quantize_rows(rows_in);
+  const auto sums = at::_int_mm(quantized[0], weight.t()).contiguous();  // exact int32 sums
+  const int64_t rows = sums.size(0), cols = sums.size(1);
+  auto y = torch::empty({rows, cols}, rows_in.options());
+  const auto column_scale = weight_scale.contiguous();
+  torch::Tensor bias_values;
+  if (bias.has_value() && bias->defined()) {
+    bias_values = bias->to(torch::kFloat).contiguous();
+    TORCH_CHECK(bias_values.numel() == cols, "the bias has one value per output");
+  }
+  const int32_t* in = sums.data_ptr<int32_t>();
+  const float* row_scales = quantized[1].data_ptr<float>();
+  const float* columns = column_scale.data_ptr<float>();
+  const float* added = bias_values.defined() ? bias_values.data_ptr<float>() : nullptr;
+  float* out = y.data_ptr<float>();
+  at::parallel_for(0, rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) scale_back_row(in + r * cols, cols, row_scales[r], columns, added, out + r * cols);
+  });
+  return y;
+}
+
+// Multi-step attention's sums over the source (§3.3) for int8 models, batch-invariant by
+// construction: each row's sums run in float64 in one fixed order (over the embedding for
+// the scores, over the source positions for the read), whatever the batch, and are rounded
+// to float32 once. What BatchInvariantSums computes with torch's float64 bmm and softmax,
+// to its rounding, without converting keys and values to float64.
+
+// a_ij = softmax_j(q_i . k_j) for query (batch x rows x embed) and keys (batch x embed x
+// source), float32; padding (batch x source, True at padding) or an undefined tensor.
+torch::Tensor attention_weights(const torch::Tensor& query, const torch::Tensor& keys,
+                                const c10::optional<torch::Tensor>& padding) {
+  TORCH_CHECK(query.dim() == 3 && keys.dim() == 3 && query.size(0) == keys.size(0) && query.size(2) == keys.size(1),
+              "attention_weights takes query (b x rows x embed) and keys (b x embed x source)");
+  TORCH_CHECK(query.scalar_type() == torch::kFloat && keys.scalar_type() == torch::kFloat, "float32 query and keys");
+  const auto q = query.contiguous();
+  const auto k = keys.contiguous();
+  const int64_t batch = q.size(0), rows = q.size(1), embed = q.size(2), length = k.size(2);
+  torch::Tensor mask;
+  if (padding.has_value() && padding->defined()) {
+    mask = padding->to(torch::kBool).contiguous();
+    TORCH_CHECK(mask.dim() == 2 && mask.size(0) == batch && mask.size(1) == length, "padding is batch x source");
+  }
+  auto weights = torch::empty({batch, rows, length}, q.options());
+  const float* q_data = q.data_ptr<float>();
+  const float* k_data = k.data_ptr<float>();
+  const bool* mask_data = mask.defined() ? mask.data_ptr<bool>() : nullptr;
+  float* out = weights.data_ptr<float>();
+  const int64_t grain = std::max<int64_t>(1, kValuesPerTask / std::max<int64_t>(1, embed * length));
+  at::parallel_for(0, batch * rows, grain, [&](int64_t begin, int64_t end) {
+    std::vector<double> scores(length);
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / rows;
+      const float* q_row = q_data + row * embed;
+      const float* k_b = k_data + b * embed * length;
+      attention_scores_row(q_row, k_b, embed, length, scores.data());
+      double largest = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < length; ++j) {
+        if (mask_data != nullptr && mask_data[b * length + j]) scores[j] = -std::numeric_limits<double>::infinity();
+        largest = scores[j] > largest ? scores[j] : largest;
+      }
+      double total = 0.0;
+      for (int64_t j = 0; j < length; ++j) {
+        scores[j] = std::exp(scores[j] - largest);  // every position padding: NaN, as torch's softmax
+        total += scores[j];
+      }
+      float* w = out + row * length;
+      for (int64_t j = 0; j < length; ++j) w[j] = static_cast<float>(scores[j] / total);
+    }
+  });
+  return weights;
+}
+
+// c_i = sum_j a_ij v_j for weights (batch x rows x source) and values (batch x source x embed), float32.
+torch::Tensor attention_read(const torch::Tensor& weights, const torch::Tensor& values) {
+  TORCH_CHECK(weights.dim() == 3 && values.dim() == 3 && weights.size(0) == values.size(0) &&
+                  weights.size(2) == values.size(1),
+              "attention_read takes weights (b x rows x source) and values (b x source x embed)");
+  TORCH_CHECK(weights.scalar_type() == torch::kFloat && values.scalar_type() == torch::kFloat,
+              "float32 weights and values");
+  const auto a = weights.contiguous();
+  const auto v = values.contiguous();
+  const int64_t batch = a.size(0), rows = a.size(1), length = a.size(2), embed = v.size(2);
+  auto context = torch::empty({batch, rows, embed}, a.options());
+  const float* a_data = a.data_ptr<float>();
+  const float* v_data = v.data_ptr<float>();
+  float* out = context.data_ptr<float>();
+  const int64_t grain = std::max<int64_t>(1, kValuesPerTask / std::max<int64_t>(1, embed * length));
+  at::parallel_for(0, batch * rows, grain, [&](int64_t begin, int64_t end) {
+    std::vector<double> sums(embed);
+    for (int64_t row = begin; row < end; ++row) {
+      attention_read_row(a_data + row * length, v_data + (row / rows) * length * embed, length, embed, sums.data());
+      float* c = out + row * embed;
+      for (int64_t e = 0; e < embed; ++e) c[e] = static_cast<float>(sums[e]);
+    }
+  });
+  return context;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("quantize_rows", &quantize_rows, "each row of a float32 matrix as int8 with its own scale");
+  m.def("linear", &linear, "x times an int8 weight with per-row scales, plus bias; x's rows quantised each on its own");
+  m.def("attention_weights", &attention_weights, "softmax of query . keys over the source, float64 sums, batch-invariant");
+  m.def("attention_read", &attention_read, "weights times values, float64 sums, batch-invariant");
+}
