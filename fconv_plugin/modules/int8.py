@@ -19,6 +19,10 @@ Convolutions become one matrix product over windows: a kernel (k, in, out) is th
 matrix (out, k · in), and the input is unfolded into its windows of k steps, the same
 row order the decoder's one-step convolution uses.
 
+Both the int8 product and the float64 sums run as compiled loops where the package was
+installed with torch (``int8_rows.cpp``: one call per layer instead of a dozen small
+kernels, the same bits); otherwise as the torch operations written here.
+
 ``swap_in_int8_modules_`` replaces each float layer of a trained model by its int8
 form (inference only). The int8 layers keep fairseq-style state-dict names:
 ``<layer>.int8.weight``, ``<layer>.int8.scale`` and ``<layer>.bias``.
