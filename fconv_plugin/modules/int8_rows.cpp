@@ -1,4 +1,5 @@
-// The int8 linear layer of modules/int8.py in one call: rows quantised, multiplied, scaled back.
+// The loops of modules/int8.py compiled: the int8 linear layer in one call (rows quantised,
+// multiplied, scaled back), and the attention's batch-invariant float64 sums (below).
 //
 // Int8Weight.linear in torch is a dozen small kernels around one integer product (absolute
 // value, row maximum, clamp, two divisions, rounding, conversion; then two scalings). At
