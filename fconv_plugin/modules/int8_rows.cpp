@@ -69,25 +69,16 @@ FCONV_INLINE void scale_back_row_body(const int32_t* __restrict sums, int64_t n,
   }
 }
 
-// s_j = sum_e q_e k_ej, in float64, e in order (one lane per source position j)
-FCONV_INLINE void attention_scores_row_body(const float* __restrict q, const float* __restrict keys, int64_t embed,
-                                            int64_t length, double* __restrict scores) {
-  for (int64_t j = 0; j < length; ++j) scores[j] = 0.0;
-  for (int64_t e = 0; e < embed; ++e) {
-    const double q_e = q[e];
-    const float* __restrict k_e = keys + e * length;
-    for (int64_t j = 0; j < length; ++j) scores[j] += q_e * static_cast<double>(k_e[j]);
-  }
-}
-
-// c_e = sum_j a_j v_je, in float64, j in order (one lane per embedding channel e)
-FCONV_INLINE void attention_read_row_body(const float* __restrict a, const float* __restrict values, int64_t length,
-                                          int64_t embed, double* __restrict sums) {
-  for (int64_t e = 0; e < embed; ++e) sums[e] = 0.0;
-  for (int64_t j = 0; j < length; ++j) {
-    const double a_j = a[j];
-    const float* __restrict v_j = values + j * embed;
-    for (int64_t e = 0; e < embed; ++e) sums[e] += a_j * static_cast<double>(v_j[e]);
+// out_i = sum_o c_o m_oi in float64, o in order (one lane per output i): a row vector times a
+// matrix. The attention's scores (c = query, m = keys: embed x source) and its read
+// (c = weights, m = values: source x embed) are both this.
+FCONV_INLINE void vector_times_matrix_body(const float* __restrict c, const float* __restrict m, int64_t inner,
+                                           int64_t outer, double* __restrict out) {
+  for (int64_t i = 0; i < outer; ++i) out[i] = 0.0;
+  for (int64_t o = 0; o < inner; ++o) {
+    const double c_o = c[o];
+    const float* __restrict m_o = m + o * outer;
+    for (int64_t i = 0; i < outer; ++i) out[i] += c_o * static_cast<double>(m_o[i]);
   }
 }
 
@@ -109,10 +100,8 @@ FCONV_DISPATCHED(quantize_row, (const float* x, int64_t n, int8_t* q, float* sca
 FCONV_DISPATCHED(scale_back_row,
                  (const int32_t* sums, int64_t n, float row_scale, const float* column_scale, const float* bias, float* y),
                  (sums, n, row_scale, column_scale, bias, y))
-FCONV_DISPATCHED(attention_scores_row, (const float* q, const float* keys, int64_t embed, int64_t length, double* scores),
-                 (q, keys, embed, length, scores))
-FCONV_DISPATCHED(attention_read_row, (const float* a, const float* values, int64_t length, int64_t embed, double* sums),
-                 (a, values, length, embed, sums))
+FCONV_DISPATCHED(vector_times_matrix, (const float* c, const float* m, int64_t inner, int64_t outer, double* out),
+                 (c, m, inner, outer, out))
 
 }  // namespace
 
@@ -195,7 +184,7 @@ torch::Tensor attention_weights(const torch::Tensor& query, const torch::Tensor&
       const int64_t b = row / rows;
       const float* q_row = q_data + row * embed;
       const float* k_b = k_data + b * embed * length;
-      attention_scores_row(q_row, k_b, embed, length, scores.data());
+      vector_times_matrix(q_row, k_b, embed, length, scores.data());
       double largest = -std::numeric_limits<double>::infinity();
       for (int64_t j = 0; j < length; ++j) {
         if (mask_data != nullptr && mask_data[b * length + j]) scores[j] = -std::numeric_limits<double>::infinity();
@@ -231,7 +220,7 @@ torch::Tensor attention_read(const torch::Tensor& weights, const torch::Tensor& 
   at::parallel_for(0, batch * rows, grain, [&](int64_t begin, int64_t end) {
     std::vector<double> sums(embed);
     for (int64_t row = begin; row < end; ++row) {
-      attention_read_row(a_data + row * length, v_data + (row / rows) * length * embed, length, embed, sums.data());
+      vector_times_matrix(a_data + row * length, v_data + (row / rows) * length * embed, length, embed, sums.data());
       float* c = out + row * embed;
       for (int64_t e = 0; e < embed; ++e) c[e] = static_cast<float>(sums[e]);
     }
