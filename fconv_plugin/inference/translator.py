@@ -1,8 +1,10 @@
 """A trained model behind one call: sentences in, translations out, the way fairseq-interactive does it.
 
-Every step is fairseq's own public API (the task, the ensemble loader, the task's
-batching of raw tokens, ``task.inference_step`` with fairseq's beam search, the
-dictionary's ``string``, BPE then tokenizer decoding), so a sentence's text is
+Every step but the search is fairseq's own public API (the task, the ensemble loader,
+the task's batching of raw tokens, the dictionary's ``string``, BPE then tokenizer
+decoding). The search is ``beam_search.BeamSearch``, fairseq's SequenceGenerator with
+tensors throughout, for plain beam search with one model, and fairseq's generator
+(``task.inference_step``) for anything else; either way a sentence's text is
 fairseq-interactive's D- line for the same options. Options live on the call: the
 model is never changed by one, and a call that wants the attention (alignments,
 ``--replace-unk``) generates with a view of the model that returns it
@@ -26,6 +28,7 @@ from ..errors import FConvError
 from ..modules.int8 import Int8Weight
 from ..modules.unk_replacement import attended_source_positions, replace_unknown_words
 from .attention import layer_attention, readable
+from .beam_search import BeamSearch
 from .documents import translate_document
 from .results import DocumentTranslation, Hypothesis, LayerAttention, Translation
 
@@ -95,10 +98,17 @@ class Translator:
 
     ``Translator(cfg)`` takes fairseq-interactive's parsed options (what ``fconv-translate``
     and ``fconv-serve`` read from their command lines); ``Translator.from_pretrained``
-    builds them from a checkpoint path and keyword options, as fairseq's hub does."""
+    builds them from a checkpoint path and keyword options, as fairseq's hub does.
+    ``search``: "vectorised" (``BeamSearch`` where it applies) or "fairseq" (fairseq's
+    SequenceGenerator always: the reference it is measured against)."""
 
-    def __init__(self, cfg, name: str = "default"):
+    SEARCHES = ("vectorised", "fairseq")
+
+    def __init__(self, cfg, name: str = "default", search: str = "vectorised"):
+        if search not in self.SEARCHES:
+            raise FConvError(f"search {search!r}: give one of {', '.join(self.SEARCHES)}")
         self.name = name
+        self.search = search
         self.cfg = cfg
         if not cfg.common_eval.path:
             raise FConvError("--path is required: the checkpoint to translate with")
@@ -132,7 +142,8 @@ class Translator:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_pretrained(cls, checkpoint: str, data: str, name: str = "default", **options) -> "Translator":
+    def from_pretrained(cls, checkpoint: str, data: str, name: str = "default", search: str = "vectorised",
+                        **options) -> "Translator":
         """A translator for ``checkpoint`` with the dictionaries in ``data``; ``options`` are
         fairseq-interactive's, by their Python names: ``source_lang="es", tokenizer="moses",
         bpe="subword_nmt", bpe_codes="codes", beam=5, replace_unk=True, max_tokens=2000``."""
@@ -147,7 +158,7 @@ class Translator:
             elif value not in (None, False):
                 argv += [flag, str(value)]
         parser = fairseq_options.get_interactive_generation_parser()
-        return cls(convert_namespace_to_omegaconf(fairseq_options.parse_args_and_arch(parser, argv)), name)
+        return cls(convert_namespace_to_omegaconf(fairseq_options.parse_args_and_arch(parser, argv)), name, search)
 
     # --- what the model reads ---------------------------------------------------------
 
@@ -239,14 +250,17 @@ class Translator:
             raise FConvError(f"{len(sentences)} sentences but {len(encoded)} encoded ones; give one per sentence")
         self._check_lengths(encoded)
         needs_attention = alignment or unk_dictionary is not None
-        generator, models = self._generator(options, needs_attention)
+        generator, models, search = self._generator(options, needs_attention)
         src_dict, tgt_dict = self.task.source_dictionary, self.task.target_dictionary
         strip = getattr(generator, "symbols_to_strip_from_output", {generator.eos})
         remove_bpe = self.cfg.common_eval.post_process
         results: List[Optional[Translation]] = [None] * len(sentences)
         for ids, src_tokens, src_lengths in self._batches(encoded, max_tokens, max_sentences):
-            sample = {"net_input": {"src_tokens": src_tokens, "src_lengths": src_lengths}}
-            batch_hypos = self.task.inference_step(generator, models, sample)
+            if search is not None:
+                batch_hypos = search.generate(src_tokens, src_lengths, attention=needs_attention)
+            else:
+                sample = {"net_input": {"src_tokens": src_tokens, "src_lengths": src_lengths}}
+                batch_hypos = self.task.inference_step(generator, models, sample)
             for row, (index, hypos) in enumerate(zip(ids, batch_hypos)):
                 source_row = src_tokens[row]
                 translation = Translation(sentences[index])
@@ -304,9 +318,10 @@ class Translator:
         for batch in iterator:
             yield batch["id"].tolist(), batch["net_input"]["src_tokens"], batch["net_input"]["src_lengths"]
 
-    def _generator(self, options: GenerationOptions, attention: bool) -> Tuple[object, list]:
+    def _generator(self, options: GenerationOptions, attention: bool) -> Tuple[object, list, Optional[BeamSearch]]:
         """fairseq's generator for these options (kept for the next call with the same),
-        with the models it runs: the attention-returning views when ``attention``."""
+        the models it runs (the attention-returning views when ``attention``) and the
+        vectorised search with its settings, or None where fairseq's must run."""
         key = (options, attention)
         with self._lock:
             if key in self._generators:
@@ -322,7 +337,9 @@ class Translator:
                 setattr(generation, name, value)
             generation.replace_unk = None  # done here, on the hypotheses
             generation.print_alignment = None  # likewise: fairseq's would re-run every hypothesis
-            entry = (self.task.build_generator(models, generation), models)
+            generator = self.task.build_generator(models, generation)
+            search = BeamSearch.like(generator, models[0]) if self.search == "vectorised" else None
+            entry = (generator, models, search)
             self._generators[key] = entry
             if len(self._generators) > 32:
                 self._generators.popitem(last=False)

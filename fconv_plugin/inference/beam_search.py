@@ -1,0 +1,359 @@
+"""Beam search with tensors throughout: fairseq's SequenceGenerator, its hypotheses, less of its overhead.
+
+The paper decodes with beam search (§4.1 and §5; beam 5, length-normalised scores).
+fairseq's ``SequenceGenerator`` is the reference: for the options the inference core
+passes (beam, lenpen, unkpen, min/max length, no-repeat n-grams, prefixes, nbest) this
+search takes the same steps and returns the same hypotheses, scores and positional
+scores, in fairseq's output format. What differs is the bookkeeping around the model:
+
+- finished hypotheses are written into per-sentence tensors (a slot per beam entry),
+  not appended one by one in a Python loop;
+- the decoder's reordering goes straight to the modules that keep decoding state,
+  found once per call, instead of walking every module at every step;
+- a step has no temperature division, profiler ranges or per-step asserts; the NaN
+  guard is one pass over the vocabulary in place;
+- repeated n-grams are blocked by one comparison over every hypothesis' n-gram windows.
+
+Repeated n-grams are blocked as ``compat.ngram_blocking`` mends fairseq's CPU blocker
+to (fairseq issues #4709, #5206: unmended it reads the buffer's padding and never
+blocks), which is what fairseq's CUDA kernel does.
+
+fairseq-generate and fairseq-interactive keep fairseq's generator; the inference core
+(``Translator``) uses this one for plain beam search with one model and fairseq's for
+anything else (sampling, diverse beams, constraints, ensembles, temperature).
+"""
+
+import math
+from typing import Dict, List, Optional
+
+import torch
+from torch import Tensor
+
+from ..errors import FConvError
+
+NEG_INF = float("-inf")
+
+
+class BeamSearch:
+    """Beam search over one encoder-decoder model with an incremental decoder.
+
+    The parameters are SequenceGenerator's, named as fairseq names them: ``beam_size``,
+    ``max_len_a`` / ``max_len_b`` (the output may have a·source_len + b tokens, at most
+    ``max_len`` or the decoder's positions less one), ``min_len``, ``normalize_scores``
+    and ``len_penalty`` (a finished hypothesis' score is its sum divided by
+    length^lenpen), ``unk_penalty`` (subtracted from <unk>'s log-probability) and
+    ``no_repeat_ngram_size``.
+    """
+
+    def __init__(self, model, tgt_dict, beam_size: int = 5, max_len_a: float = 0.0, max_len_b: int = 200,
+                 max_len: int = 0, min_len: int = 1, normalize_scores: bool = True, len_penalty: float = 1.0,
+                 unk_penalty: float = 0.0, no_repeat_ngram_size: int = 0):
+        self.model = model
+        self.pad, self.unk, self.eos = tgt_dict.pad(), tgt_dict.unk(), tgt_dict.eos()
+        self.vocab_size = len(tgt_dict)
+        self.beam = min(beam_size, self.vocab_size - 1)  # pad is never chosen
+        self.max_len_a, self.max_len_b = max_len_a, max_len_b
+        self.max_len = max_len or model.max_decoder_positions()
+        self.min_len = min_len
+        self.normalize_scores = normalize_scores
+        self.len_penalty = len_penalty
+        self.unk_penalty = unk_penalty
+        self.no_repeat_ngram_size = no_repeat_ngram_size
+        # the modules that keep decoding state, in the order fairseq reorders them
+        self._reorderers = [m for m in model.decoder.modules() if hasattr(m, "reorder_incremental_state")]
+
+    @classmethod
+    def like(cls, generator, model) -> Optional["BeamSearch"]:
+        """This search with a fairseq ``SequenceGenerator``'s settings, or None when that
+        generator does more than plain beam search with one model (sampling, diverse beams,
+        constraints, an ensemble, a language model, temperature, suppressed tokens)."""
+        from fairseq import search
+        from fairseq.models import FairseqIncrementalDecoder
+        from fairseq.sequence_generator import SequenceGenerator
+
+        plain = (
+            type(generator) is SequenceGenerator
+            and type(generator.search) is search.BeamSearch
+            and generator.model.models_size == 1
+            and generator.lm_model is None
+            and generator.temperature == 1.0
+            and not generator.match_source_len
+            and generator.token_indices_to_suppress is None
+            and isinstance(getattr(model, "decoder", None), FairseqIncrementalDecoder)
+        )
+        if not plain:
+            return None
+        blocker = generator.repeat_ngram_blocker
+        return cls(
+            model, generator.tgt_dict, beam_size=generator.beam_size, max_len_a=generator.max_len_a,
+            max_len_b=generator.max_len_b, max_len=generator.max_len, min_len=generator.min_len,
+            normalize_scores=generator.normalize_scores, len_penalty=generator.len_penalty,
+            unk_penalty=generator.unk_penalty,
+            no_repeat_ngram_size=0 if blocker is None else blocker.no_repeat_ngram_size,
+        )
+
+    @torch.no_grad()
+    def generate(self, src_tokens: Tensor, src_lengths: Tensor, prefix_tokens: Optional[Tensor] = None,
+                 attention: bool = False) -> List[List[Dict[str, Tensor]]]:
+        """Every sentence's finished hypotheses, best first, as fairseq's generator returns
+        them: ``tokens`` (ending in </s>), ``score``, ``positional_scores``, ``attention``
+        (source x target, averaged over layers, when ``attention``; else empty) and
+        ``alignment`` (empty). ``prefix_tokens`` (sentences x n, padded) forces the
+        first tokens of every hypothesis, as ``--prefix-size`` does."""
+        model, beam = self.model, self.beam
+        bsz, src_len = src_tokens.shape
+        max_len = min(int(self.max_len_a * src_len + self.max_len_b), self.max_len - 1)
+        if self.min_len > max_len:
+            raise FConvError(f"min_len {self.min_len} is longer than the longest output allowed ({max_len}); "
+                             "lower --min-len or raise --max-len-a/--max-len-b")
+        if hasattr(model, "set_beam_size") and beam > 1:  # attention keys held once per sentence
+            model.set_beam_size(beam)
+        encoder_out = model.encoder(src_tokens=src_tokens, src_lengths=src_lengths)
+        encoder_out = model.encoder.reorder_encoder_out(encoder_out, _repeat_rows(bsz, beam, src_tokens.device))
+
+        hypotheses = _Hypotheses(bsz, beam, max_len, src_len if attention else 0, self.eos, src_tokens.device)
+        beams = _Beams(bsz, beam, max_len, self.eos, self.pad, src_tokens.device)
+        sentences = torch.arange(bsz, device=src_tokens.device)  # original index of each live sentence
+        cand_size = 2 * beam  # twice the beam, in case half end in </s>
+        cand_offsets = torch.arange(cand_size, device=src_tokens.device)
+        cands_to_ignore = torch.zeros(bsz, beam, dtype=torch.bool, device=src_tokens.device)
+        decoding_state: Dict[str, Dict[str, Optional[Tensor]]] = {}
+        reorder: Optional[Tensor] = None
+        for step in range(max_len + 1):  # one more step for </s>
+            if reorder is not None:
+                for module in self._reorderers:
+                    reordered = module.reorder_incremental_state(decoding_state, reorder)
+                    decoding_state = decoding_state if reordered is None else reordered
+                encoder_out = model.encoder.reorder_encoder_out(encoder_out, reorder)
+            lprobs, step_attention = self._next_token_log_probs(beams.tokens[:, : step + 1], encoder_out, decoding_state)
+            self._constrain(lprobs, step, max_len, beams, prefix_tokens)
+            if attention and step_attention is not None:
+                beams.record_attention(step, step_attention)
+            if self.no_repeat_ngram_size > 0:
+                block_repeated_ngrams(beams.tokens[:, : step + 1], lprobs, self.no_repeat_ngram_size)
+
+            cand_scores, cand_indices, cand_beams = self._best_candidates(step, lprobs, beams)
+            live = cand_scores.size(0)
+            cand_rows = cand_beams + (torch.arange(live, device=cand_beams.device) * beam).unsqueeze(1)
+            eos_mask = cand_indices.eq(self.eos) & cand_scores.ne(NEG_INF)
+            eos_mask[:, :beam][cands_to_ignore] = False
+
+            # hypotheses ending in </s> among the best beam candidates are finished (§5 "length-normalised")
+            ending = eos_mask[:, :beam]
+            finished_now = torch.zeros(live, dtype=torch.bool, device=ending.device)
+            if bool(ending.any()):
+                hypotheses.add(step, ending, cand_rows[:, :beam], cand_scores[:, :beam], beams, sentences,
+                               self._length_normalizer(step))
+                finished_now = ending.any(dim=1) & (hypotheses.count[sentences].eq(beam) | (step == max_len))
+                if bool(finished_now.all()):
+                    break
+            if step >= max_len:
+                raise AssertionError(f"beam search reached step {step} of {max_len} with unfinished sentences")
+
+            removed: Optional[Tensor] = None
+            if bool(finished_now.any()):  # finished sentences leave the batch
+                removed = (~finished_now).nonzero().squeeze(1)
+                eos_mask, cand_beams, cand_scores, cand_indices, cands_to_ignore = (
+                    t[removed] for t in (eos_mask, cand_beams, cand_scores, cand_indices, cands_to_ignore))
+                cand_rows = cand_beams + (torch.arange(removed.numel(), device=removed.device) * beam).unsqueeze(1)
+                beams.keep_sentences(removed)
+                sentences = sentences[removed]
+                if prefix_tokens is not None:
+                    prefix_tokens = prefix_tokens[removed]
+
+            # the beam continues with the best candidates that do not end in </s>
+            eos_mask[:, :beam] = cands_to_ignore | eos_mask[:, :beam]
+            active_mask = eos_mask.to(cand_offsets.dtype) * cand_size + cand_offsets[: eos_mask.size(1)]
+            ranks, chosen = torch.topk(active_mask, k=beam, dim=1, largest=False)
+            cands_to_ignore = ranks.ge(cand_size)[:, :beam]
+            chosen_rows = torch.gather(cand_rows, 1, chosen).view(-1)
+            beams.advance(step, chosen_rows, torch.gather(cand_indices, 1, chosen), torch.gather(cand_scores, 1, chosen))
+            reorder = chosen_rows
+            if removed is not None:  # rows of the decoder's state are still the old batch's
+                shift = removed - torch.arange(removed.numel(), device=removed.device)
+                reorder = (reorder.view(-1, beam) + shift.unsqueeze(1) * beam).view(-1)
+        return hypotheses.best_first()
+
+    def _next_token_log_probs(self, tokens: Tensor, encoder_out, decoding_state):
+        """log p(y_{i+1} | y_1..y_i, x) for every hypothesis, and the step's attention."""
+        logits, step_attention = self.model.decoder(tokens, encoder_out=encoder_out, incremental_state=decoding_state)
+        lprobs = self.model.get_normalized_probs((logits[:, -1:, :], None), log_probs=True)[:, -1, :]
+        if step_attention is not None:
+            step_attention = step_attention[:, -1, :]
+        return lprobs, step_attention
+
+    def _constrain(self, lprobs: Tensor, step: int, max_len: int, beams: "_Beams", prefix_tokens: Optional[Tensor]):
+        """fairseq's rules, in its order: no NaN, never pad, the unk penalty, only </s> at
+        the last step, the prefix's tokens or else no </s> before ``min_len``."""
+        torch.nan_to_num_(lprobs, nan=NEG_INF, posinf=math.inf, neginf=NEG_INF)
+        lprobs[:, self.pad] = NEG_INF
+        lprobs[:, self.unk] -= self.unk_penalty
+        if step >= max_len:
+            lprobs[:, : self.eos] = NEG_INF
+            lprobs[:, self.eos + 1:] = NEG_INF
+        if prefix_tokens is not None and step < prefix_tokens.size(1) and step < max_len:
+            self._force_prefix(step, lprobs, beams, prefix_tokens)
+        elif step < self.min_len:
+            lprobs[:, self.eos] = NEG_INF
+
+    def _force_prefix(self, step: int, lprobs: Tensor, beams: "_Beams", prefix_tokens: Tensor) -> None:
+        """Rows whose prefix has a token at ``step`` may only take that token, at its own
+        log-probability; a prefix ending in </s> makes every hypothesis its first one."""
+        forced = prefix_tokens[:, step].repeat_interleave(self.beam)
+        rows = forced.ne(self.pad)
+        forced_lprobs = lprobs.gather(1, forced.unsqueeze(1))
+        lprobs[rows] = NEG_INF
+        lprobs[rows] = lprobs[rows].scatter(1, forced[rows].unsqueeze(1), forced_lprobs[rows])
+        ends = forced.eq(self.eos).view(-1, self.beam)[:, 0]
+        if bool(ends.any()):
+            for tensor in (beams.tokens, beams.scores, lprobs):
+                by_sentence = tensor.view(-1, self.beam, tensor.size(-1))
+                by_sentence[ends] = by_sentence[ends][:, :1, :]
+
+    def _best_candidates(self, step: int, lprobs: Tensor, beams: "_Beams"):
+        """The 2·beam best (score, token, beam) extensions of every sentence (fairseq's BeamSearch.step)."""
+        beam = self.beam
+        live = lprobs.size(0) // beam
+        by_sentence = lprobs.view(live, beam, self.vocab_size)
+        if step == 0:  # every hypothesis is the same </s>: extend the first only
+            by_sentence = by_sentence[:, :1, :]
+        else:
+            by_sentence = by_sentence + beams.scores.view(live, beam, -1)[:, :, step - 1].unsqueeze(-1)
+        flat = by_sentence.reshape(live, -1)
+        cand_scores, flat_indices = torch.topk(flat, k=min(2 * beam, flat.size(1) - 1))
+        cand_beams = torch.div(flat_indices, self.vocab_size, rounding_mode="trunc")
+        return cand_scores, flat_indices.fmod(self.vocab_size), cand_beams
+
+    def _length_normalizer(self, step: int) -> Optional[float]:
+        """The divisor of a hypothesis finished at ``step`` (step + 1 tokens with </s>)."""
+        return (step + 1) ** self.len_penalty if self.normalize_scores else None
+
+
+class _Beams:
+    """The live hypotheses: tokens (rows x max_len + 2, starting with </s>), cumulative
+    scores per position, and the attention per step when asked for."""
+
+    def __init__(self, bsz: int, beam: int, max_len: int, eos: int, pad: int, device):
+        self.beam = beam
+        self.tokens = torch.full((bsz * beam, max_len + 2), pad, dtype=torch.long, device=device)
+        self.tokens[:, 0] = eos
+        self.scores = torch.zeros(bsz * beam, max_len + 1, device=device)
+        self.attention: Optional[Tensor] = None
+        self.max_len = max_len
+
+    def record_attention(self, step: int, step_attention: Tensor) -> None:
+        if self.attention is None:
+            self.attention = step_attention.new_empty(self.tokens.size(0), step_attention.size(1), self.max_len + 2)
+        self.attention[:, :, step + 1].copy_(step_attention)
+
+    def keep_sentences(self, kept: Tensor) -> None:
+        """Only the sentences ``kept`` (indices among the live ones) stay."""
+        beam = self.beam
+
+        def rows(tensor: Tensor) -> Tensor:
+            return tensor.view(-1, beam, *tensor.shape[1:])[kept].view(kept.numel() * beam, *tensor.shape[1:])
+
+        self.tokens, self.scores = rows(self.tokens), rows(self.scores)
+        if self.attention is not None:
+            self.attention = rows(self.attention)
+
+    def advance(self, step: int, rows: Tensor, next_tokens: Tensor, next_scores: Tensor) -> None:
+        """Row r continues hypothesis ``rows[r]`` with a token and its cumulative score."""
+        beam = self.beam
+        self.tokens[:, : step + 1] = self.tokens[:, : step + 1].index_select(0, rows)
+        self.tokens.view(-1, beam, self.tokens.size(1))[:, :, step + 1] = next_tokens
+        if step > 0:
+            self.scores[:, :step] = self.scores[:, :step].index_select(0, rows)
+        self.scores.view(-1, beam, self.scores.size(1))[:, :, step] = next_scores
+        if self.attention is not None:
+            self.attention[:, :, : step + 2] = self.attention[:, :, : step + 2].index_select(0, rows)
+
+
+class _Hypotheses:
+    """Finished hypotheses, ``beam`` slots per sentence, filled in the order fairseq appends them."""
+
+    def __init__(self, bsz: int, beam: int, max_len: int, src_len: int, eos: int, device):
+        self.beam, self.eos = beam, eos
+        self.count = torch.zeros(bsz, dtype=torch.long, device=device)
+        self.tokens = torch.zeros(bsz, beam, max_len + 1, dtype=torch.long, device=device)
+        self.positional_scores = torch.zeros(bsz, beam, max_len + 1, device=device)
+        self.lengths = torch.zeros(bsz, beam, dtype=torch.long, device=device)
+        self.scores = torch.full((bsz, beam), NEG_INF, device=device)
+        self.attention = torch.zeros(bsz, beam, src_len, max_len + 1, device=device) if src_len else None
+
+    def add(self, step: int, ending: Tensor, rows: Tensor, cumulative: Tensor, beams: _Beams, sentences: Tensor,
+            normalizer: Optional[float]) -> None:
+        """The candidates ``ending`` (live sentences x beam) end with </s> at ``step``: each
+        takes its sentence's next free slot, in candidate order, while slots are left."""
+        live_index, candidate = ending.nonzero(as_tuple=True)
+        sentence = sentences[live_index]
+        slot = self.count[sentence] + (ending.cumsum(dim=1) - 1)[live_index, candidate]
+        fits = slot.lt(self.beam)
+        live_index, candidate, sentence, slot = live_index[fits], candidate[fits], sentence[fits], slot[fits]
+        row = rows[live_index, candidate]
+        final_score = cumulative[live_index, candidate]
+
+        tokens = beams.tokens.index_select(0, row)[:, 1: step + 2]
+        tokens[:, step] = self.eos
+        cumulative_by_position = beams.scores.index_select(0, row)[:, : step + 1]
+        cumulative_by_position[:, step] = final_score
+        positional = cumulative_by_position.clone()
+        positional[:, 1:] = cumulative_by_position[:, 1:] - cumulative_by_position[:, :-1]
+        if normalizer is not None:
+            final_score = final_score / normalizer
+
+        self.tokens[sentence, slot, : step + 1] = tokens
+        self.positional_scores[sentence, slot, : step + 1] = positional
+        self.lengths[sentence, slot] = step + 1
+        self.scores[sentence, slot] = final_score
+        if self.attention is not None and beams.attention is not None:
+            self.attention[sentence, slot, :, : step + 1] = beams.attention.index_select(0, row)[:, :, 1: step + 2]
+        self.count.index_add_(0, sentence, torch.ones_like(sentence))
+
+    def best_first(self) -> List[List[Dict[str, Tensor]]]:
+        """fairseq's output: per sentence, its finished hypotheses sorted by score, best first."""
+        order = torch.sort(self.scores, dim=1, descending=True, stable=True).indices
+        results = []
+        empty = torch.empty(0)
+        for sentence in range(self.scores.size(0)):
+            found = []
+            for slot in order[sentence, : int(self.count[sentence])].tolist():
+                length = int(self.lengths[sentence, slot])
+                found.append({
+                    "tokens": self.tokens[sentence, slot, :length],
+                    "score": self.scores[sentence, slot],
+                    "attention": empty if self.attention is None else self.attention[sentence, slot, :, :length],
+                    "alignment": empty,
+                    "positional_scores": self.positional_scores[sentence, slot, :length],
+                })
+            results.append(found)
+        return results
+
+
+def block_repeated_ngrams(tokens: Tensor, lprobs: Tensor, n: int) -> None:
+    """Forbid every token that would repeat an n-gram already in its hypothesis.
+
+    ``tokens``: rows x (step + 1), starting with the </s> that opens every hypothesis.
+    For each earlier position whose n - 1 tokens equal the hypothesis' last n - 1, the
+    token that followed them there gets -inf (for n = 1: every token already produced).
+    """
+    if n == 1:
+        produced = tokens[:, 1:]
+        if produced.numel():
+            lprobs.scatter_(1, produced, NEG_INF)
+        return
+    length = tokens.size(1)
+    earlier = length - (n - 1)  # positions where an earlier (n-1)-gram starts
+    if earlier <= 0:
+        return
+    last = tokens[:, length - (n - 1):]
+    windows = tokens[:, : length - 1].unfold(1, n - 1, 1)  # rows x earlier x (n - 1)
+    repeats = windows.eq(last.unsqueeze(1)).all(dim=2)
+    rows, starts = repeats.nonzero(as_tuple=True)
+    if rows.numel():
+        lprobs[rows, tokens[rows, starts + n - 1]] = NEG_INF
+
+
+def _repeat_rows(bsz: int, beam: int, device) -> Tensor:
+    """0 0 .. 1 1 ..: each sentence's row once per hypothesis."""
+    return torch.arange(bsz, device=device).repeat_interleave(beam)
