@@ -9,7 +9,9 @@ The directory::
     manifest.json    this manifest (FORMAT names its version)
     encoder.onnx     src_tokens (batch x src_len, left-padded, ending in </s>) -> keys, values
     decoder.onnx     one decoder step: prev_tokens, keys, values, padding_mask, [src_tokens,]
-                     state_0.. -> log_probs, new_state_0.. (src_tokens: copying models only)
+                     state_0.. -> log_probs, new_state_0.. (src_tokens: copying models only);
+                     prev_tokens and states hold sentences x beam hypotheses, the source
+                     inputs one row per sentence (format 2; format 1 had one per hypothesis)
     source.vocab     the source dictionary, one symbol per line in index order
     target.vocab     the target dictionary, likewise
     bpe.codes        subword-nmt's codes, when the model reads BPE
@@ -20,7 +22,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-FORMAT = "fconv-onnx/1"
+FORMAT = "fconv-onnx/2"
 MANIFEST_FILE = "manifest.json"
 ENCODER_FILE = "encoder.onnx"
 DECODER_FILE = "decoder.onnx"

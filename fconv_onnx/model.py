@@ -1,8 +1,9 @@
 """An exported model in onnxruntime: the encoder, the decoder step, and the step state.
 
-The state of a batch of hypotheses is one row per hypothesis: the encoder's keys,
-values and padding mask of its sentence, and each decoder convolution's last k - 1
-inputs (``fconv_plugin/export/graphs.py`` documents the graphs).
+The state of a batch: each sentence's keys, values and padding mask, once for all its
+hypotheses (the step attends for a sentence's beam in one product, as the torch model
+does), and each decoder convolution's last k - 1 inputs per hypothesis
+(``fconv_plugin/export/graphs.py`` documents the graphs).
 """
 
 import os
@@ -43,27 +44,33 @@ class ExportedModel:
     # the three calls beam search makes
 
     def start(self, src_tokens: np.ndarray, copies: int) -> None:
-        """Encode a batch (sentences x src_len, left-padded) and keep ``copies`` rows per sentence."""
+        """Encode a batch (sentences x src_len, left-padded) for ``copies`` hypotheses a sentence."""
         keys, values = self.encoder.run(None, {ENCODER_INPUTS[0]: src_tokens.astype(np.int64)})
-        # each row's source, in the step's input order: keys, values, padding mask (and, for a
-        # copying model, the words its mixture copies from)
-        per_sentence = [keys, values, src_tokens == self.manifest.symbols.source_pad]
+        # each sentence's source, once for all its hypotheses, in the step's input order: keys,
+        # values, padding mask (and, for a copying model, the words its mixture copies from)
+        self.source = [keys, values, src_tokens == self.manifest.symbols.source_pad]
         if self.manifest.copying:
-            per_sentence.append(src_tokens.astype(np.int64))
-        self.source = [np.repeat(rows, copies, axis=0) for rows in per_sentence]
-        rows = self.source[0].shape[0]
-        self.states: List[np.ndarray] = [np.zeros((rows, k, channels), np.float32) for k, channels in self.state_shapes]
+            self.source.append(src_tokens.astype(np.int64))
+        self.copies = copies
+        sentences = src_tokens.shape[0]
+        self.states: List[np.ndarray] = [np.zeros((sentences, copies, k, channels), np.float32)
+                                         for k, channels in self.state_shapes]
 
     def step(self, prev_tokens: np.ndarray) -> np.ndarray:
-        """Log-probabilities of the next token for every row (rows x vocabulary)."""
-        feeds = dict(zip(self.inputs, (prev_tokens.astype(np.int64), *self.source)))
+        """Log-probabilities of the next token for every row (rows x vocabulary); the rows
+        are the sentences' hypotheses, sentence by sentence."""
+        by_sentence = prev_tokens.astype(np.int64).reshape(-1, self.copies, prev_tokens.shape[1])
+        feeds = dict(zip(self.inputs, (by_sentence, *self.source)))
         feeds.update(zip(self.state_names, self.states))
         log_probs, *self.states = self.decoder.run(None, feeds)
         return log_probs
 
     def reorder(self, order: np.ndarray, sentences_left: bool) -> None:
-        """Row i takes the state of row ``order[i]``. Within a sentence the hypotheses share
-        keys, values, mask (and source tokens), so those move only when sentences left the batch."""
-        self.states = [state[order] for state in self.states]
+        """Row i takes the state of row ``order[i]``; a hypothesis stays with its sentence, whose
+        keys, values, mask (and source tokens) move only when sentences left the batch."""
+        copies = self.copies
+        self.states = [state.reshape(-1, *state.shape[2:])[order].reshape(-1, copies, *state.shape[2:])
+                       for state in self.states]
         if sentences_left:
-            self.source = [rows[order] for rows in self.source]
+            kept = order.reshape(-1, copies)[:, 0] // copies
+            self.source = [rows[kept] for rows in self.source]

@@ -6,11 +6,13 @@ from its inputs and returns what the step left in it:
 
 - each decoder convolution with k > 1 keeps its last k - 1 inputs (``causal_convolution.py``);
 - every attention layer reads the same encoder outputs (§3.3): the keys z (batch x
-  embed x src_len) and the values (z + e) · √0.5, given once for all layers;
+  embed x src_len) and the values (z + e) · √0.5, given once for all layers and once
+  per sentence, shared by its hypotheses;
 - a copying (pointer-generator) model also reads the source tokens, which its mixture
   scatters the averaged attention onto (``pointer_generator.py``): one more input.
 
-A runtime keeps one row of state per hypothesis and reorders the rows with the beams.
+A runtime keeps one row of state per hypothesis, reorders the rows with the beams, and
+moves a sentence's keys and values only when sentences leave the batch.
 """
 
 import copy
@@ -48,13 +50,16 @@ class EncoderGraph(nn.Module):
 
 
 class DecoderStepGraph(nn.Module):
-    """One step of beam search for every hypothesis row.
+    """One step of beam search for every hypothesis of every sentence.
 
-    Inputs: the tokens so far (rows x t, starting with EOS), the keys and values of
-    each row's source, its padding mask (rows x src_len, True at padding), for a copying
-    model its source tokens (rows x src_len), and each convolution's state
-    (rows x (k - 1) x in_channels). Outputs: log-probabilities of the next token
-    (rows x vocabulary), then every convolution's new state.
+    Inputs: the tokens so far (sentences x copies x t, starting with EOS; copies: the
+    beam), each sentence's keys and values, its padding mask (sentences x src_len, True
+    at padding), for a copying model its source tokens (sentences x src_len), and each
+    convolution's state (sentences x copies x (k - 1) x in_channels). Outputs:
+    log-probabilities of the next token (sentences · copies x vocabulary), then every
+    convolution's new state. A sentence's hypotheses attend through one product against
+    its one copy of the keys and values (``AttentionSource`` with ``copies``), as the
+    torch model does in beam search.
     """
 
     def __init__(self, model: nn.Module):
@@ -74,14 +79,16 @@ class DecoderStepGraph(nn.Module):
         return getattr(self.decoder, "pointer_generator", None) is not None
 
     def forward(self, prev_tokens: Tensor, keys: Tensor, values: Tensor, padding_mask: Tensor, *rest: Tensor):
+        sentences, copies = prev_tokens.shape[:2]
         source_tokens, states = (rest[0], rest[1:]) if self.copying else (None, rest)
         incremental_state = {}
         for conv, state in zip(self.stateful, states):
-            conv.set_input_history(incremental_state, state)
+            conv.set_input_history(incremental_state, state.flatten(0, 1))
         source = AttentionSource(keys=keys, values=values, padding_mask=padding_mask,
-                                 length_scale=source_length_scale(values, padding_mask), tokens=source_tokens)
+                                 length_scale=source_length_scale(values, padding_mask), copies=copies,
+                                 tokens=source_tokens)
         self.decoder.cache_attention_source(incremental_state, source)
-        logits, _ = self.decoder(prev_tokens, incremental_state=incremental_state)
+        logits, _ = self.decoder(prev_tokens.flatten(0, 1), incremental_state=incremental_state)
         log_probs = self.decoder.get_normalized_probs((logits, None), log_probs=True)[:, -1, :]
-        new_states = [conv.input_history(incremental_state) for conv in self.stateful]
+        new_states = [conv.input_history(incremental_state).unflatten(0, (sentences, copies)) for conv in self.stateful]
         return (log_probs, *new_states)

@@ -84,7 +84,7 @@ def _example_inputs(model, task):
     first = src.nspecial
     src_tokens = torch.tensor([[src.pad(), src.pad(), first, first + 1, src.eos()],
                                [first, first + 1, first + 2, first + 3, src.eos()]])
-    prev_tokens = torch.tensor([[tgt.eos(), tgt.nspecial, tgt.nspecial + 1]] * 2)
+    prev_tokens = torch.tensor([[[tgt.eos(), tgt.nspecial, tgt.nspecial + 1]] * 2] * 2)  # 2 sentences x 2 copies
     return src_tokens, prev_tokens
 
 
@@ -96,7 +96,10 @@ def export_graphs(model, task, directory: str) -> list:
     max_source = int(min(model.encoder.max_positions(), 100_000))
     max_target = int(min(model.decoder.max_positions(), 100_000))
     batch, src_len = torch.export.Dim("batch", min=1), torch.export.Dim("src_len", min=1, max=max_source)
-    rows, steps = torch.export.Dim("rows", min=1), torch.export.Dim("steps", min=1, max=max_target)
+    steps = torch.export.Dim("steps", min=1, max=max_target)
+    # a sentence's hypotheses: traced with two or more (one more product per sentence), the
+    # graph takes one as well (beam 1)
+    copies = torch.export.Dim("copies", min=2)
     with torch.no_grad(), _loggers_at(_EXPORTER_LOGS), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
@@ -107,15 +110,16 @@ def export_graphs(model, task, directory: str) -> list:
         keys, values = encoder(src_tokens)
         padding_mask = src_tokens.eq(task.source_dictionary.pad())
         copied = (src_tokens,) if step.copying else ()
-        states = [torch.zeros(src_tokens.size(0), k, channels) for k, channels in step.state_shapes()]
+        states = [torch.zeros(*prev_tokens.shape[:2], k, channels) for k, channels in step.state_shapes()]
         state_inputs, state_outputs = spec.state_names(len(states))
         torch.onnx.export(
             step, (prev_tokens, keys, values, padding_mask, *copied, *states), os.path.join(directory, spec.DECODER_FILE),
             dynamo=True, opset_version=OPSET,
             input_names=[*spec.decoder_inputs(step.copying), *state_inputs],
             output_names=[*spec.DECODER_OUTPUTS, *state_outputs],
-            dynamic_shapes=({0: rows, 1: steps}, {0: rows, 2: src_len}, {0: rows, 1: src_len}, {0: rows, 1: src_len},
-                            (*({0: rows, 1: src_len} for _ in copied), *({0: rows} for _ in states))),
+            dynamic_shapes=({0: batch, 1: copies, 2: steps}, {0: batch, 2: src_len}, {0: batch, 1: src_len},
+                            {0: batch, 1: src_len},
+                            (*({0: batch, 1: src_len} for _ in copied), *({0: batch, 1: copies} for _ in states))),
             external_data=False, verbose=False,
         )
     return step.state_shapes()

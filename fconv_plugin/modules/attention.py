@@ -74,7 +74,10 @@ class AttentionSource:
         """The source words of every decoder row (rows x src_len)."""
         if self.tokens is None:
             raise ValueError("this attention source was built without its source tokens")
-        return self.tokens.repeat_interleave(self.copies, dim=0) if self.copies > 1 else self.tokens
+        if self.copies == 1:
+            return self.tokens
+        sentences, length = self.tokens.shape
+        return self.tokens.unsqueeze(1).expand(sentences, self.copies, length).reshape(sentences * self.copies, length)
 
     def shared_across(self, copies: int) -> "AttentionSource":
         """One row per sentence if every run of ``copies`` rows holds one sentence's copies.

@@ -26,22 +26,33 @@ def exported(tmp_path_factory):
     return reference.eval(), sessions, shapes
 
 
-@pytest.mark.parametrize("src_lengths, tgt_lengths", [([7, 3, 9], [6, 6, 6]), ([12], [9]), ([2, 5, 5, 4, 1, 8], [4] * 6)])
-def test_encoder_and_decoder_steps_give_fairseqs_log_probabilities(exported, src_lengths, tgt_lengths):
+def _hypotheses(src, lengths, copies, tgt_length, seed):
+    """``copies`` different decoder inputs for each sentence: (its source repeated, the inputs)."""
+    sources, source_lengths = src.repeat_interleave(copies, dim=0), lengths.repeat_interleave(copies)
+    _, _, prev, _ = translation_batch(SRC, TGT, [1] * sources.size(0), [tgt_length] * sources.size(0), seed=seed)
+    return sources, source_lengths, prev
+
+
+@pytest.mark.parametrize("src_lengths, tgt_length, copies", [([7, 3, 9], 6, 4), ([12], 9, 1), ([2, 5, 5, 4, 1, 8], 4, 2)])
+def test_encoder_and_decoder_steps_give_fairseqs_log_probabilities(exported, src_lengths, tgt_length, copies):
+    """Every sentence's hypotheses (``copies`` of them, each with its own tokens) read the
+    sentence's one row of keys and values."""
     reference, sessions, shapes = exported
-    src, lengths, prev, _ = translation_batch(SRC, TGT, src_lengths, tgt_lengths, seed=len(src_lengths))
+    src, lengths, _, _ = translation_batch(SRC, TGT, src_lengths, [1] * len(src_lengths), seed=len(src_lengths))
+    sources, source_lengths, prev = _hypotheses(src, lengths, copies, tgt_length, seed=copies)
     with torch.no_grad():
-        expected = reference.get_normalized_probs(reference(src, lengths, prev), log_probs=True).numpy()
+        expected = reference.get_normalized_probs(reference(sources, source_lengths, prev), log_probs=True).numpy()
         z = reference.encoder(src, lengths)["encoder_out"][0].numpy()
     keys, values = sessions["encoder"].run(None, {"src_tokens": src.numpy()})
     assert keys.shape == (len(src_lengths), SMALL["encoder_embed_dim"], src.size(1))
     assert np.allclose(keys.transpose(0, 2, 1), z, atol=1e-5)
-    states = [np.zeros((len(src_lengths), k, channels), np.float32) for k, channels in shapes]
+    states = [np.zeros((len(src_lengths), copies, k, channels), np.float32) for k, channels in shapes]
     # decoder layers (32, 3), (48, 2), (48, 1): the last k - 1 inputs of width 32 (fc1's), then 32; none for k = 1
-    assert [s.shape[1:] for s in states] == [(2, 32), (1, 32)]
+    assert [s.shape[2:] for s in states] == [(2, 32), (1, 32)]
+    by_sentence = prev.view(len(src_lengths), copies, -1).numpy()
     for t in range(prev.size(1)):
         log_probs, *states = sessions["decoder"].run(None, {
-            "prev_tokens": prev[:, : t + 1].numpy(), "keys": keys, "values": values,
+            "prev_tokens": by_sentence[:, :, : t + 1], "keys": keys, "values": values,
             "padding_mask": src.eq(SRC.pad()).numpy(), **{f"state_{i}": s for i, s in enumerate(states)}})
         assert np.allclose(log_probs, expected[:, t], atol=1e-4), t
 
@@ -60,13 +71,16 @@ def test_a_copying_models_step_reads_the_source_tokens_and_gives_the_models_log_
     encoder, decoder = (onnxruntime.InferenceSession(str(tmp_path / f"{name}.onnx"), providers=["CPUExecutionProvider"])
                         for name in ("encoder", "decoder"))
     assert [i.name for i in decoder.get_inputs()][:5] == ["prev_tokens", "keys", "values", "padding_mask", "src_tokens"]
+    copies = 2  # each sentence's two hypotheses copy from its one row of source tokens
+    sources, source_lengths, prev = _hypotheses(src, lengths, copies, 5, seed=4)
     with torch.no_grad():
-        expected = model.get_normalized_probs(model(src, lengths, prev), log_probs=True).numpy()
+        expected = model.get_normalized_probs(model(sources, source_lengths, prev), log_probs=True).numpy()
     keys, values = encoder.run(None, {"src_tokens": src.numpy()})
-    states = [np.zeros((3, k, channels), np.float32) for k, channels in shapes]
+    states = [np.zeros((3, copies, k, channels), np.float32) for k, channels in shapes]
+    by_sentence = prev.view(3, copies, -1).numpy()
     for t in range(prev.size(1)):
         log_probs, *states = decoder.run(None, {
-            "prev_tokens": prev[:, : t + 1].numpy(), "keys": keys, "values": values, "padding_mask": src.eq(SRC.pad()).numpy(),
+            "prev_tokens": by_sentence[:, :, : t + 1], "keys": keys, "values": values, "padding_mask": src.eq(SRC.pad()).numpy(),
             "src_tokens": src.numpy(), **{f"state_{i}": s for i, s in enumerate(states)}})
         assert np.isfinite(log_probs).all() and np.allclose(log_probs, expected[:, t], atol=1e-4), t
 
