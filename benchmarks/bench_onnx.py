@@ -11,7 +11,8 @@ Each engine translates the same batches with the same search settings: torch thr
 fairseq's SequenceGenerator (as fairseq-generate and fairseq-interactive run it),
 onnxruntime through fconv_onnx's beam search. Both get 2 threads. Engines take turns
 within each repetition, the order alternating between repetitions; the report gives
-medians and, per engine, how many best hypotheses equal torch float32's. Sizes: the
+medians and, per engine, how many best hypotheses equal torch float32's and torch's of
+the same precision (onnx int8 against torch int8). Sizes: the
 deployable directory against the torch checkpoint.
 
     .venv/bin/python benchmarks/bench_onnx.py examples/bible_es_en/runs/latest [--json]
@@ -122,19 +123,23 @@ def measure(engines: Engines, batches_by_setting, repetitions: int):
             "sentences": sentences,
             "seconds": {n: statistics.median(s) for n, s in seconds.items()},
             "same_best_as_torch_float32": {n: sum(a == b for a, b in zip(outputs[n], reference)) for n in ENGINES},
+            "same_best_as_torch_of_its_precision": {
+                n: sum(a == b for a, b in zip(outputs[n], outputs["torch " + n.split()[-1]])) for n in ENGINES},
         }
     return results
 
 
 def report(title, results, sizes):
     print(f"\n{title}")
-    print(f"{'setting':<15} {'engine':<14} {'seconds':>8} {'sentences/s':>12} {'vs torch float32':>17} {'same best':>10}")
+    print(f"{'setting':<15} {'engine':<14} {'seconds':>8} {'sentences/s':>12} {'vs torch float32':>17} {'same best':>10} "
+          f"{'same as torch of its precision':>31}")
     for setting, r in results.items():
         base = r["seconds"]["torch float32"]
         for name in ENGINES:
             s = r["seconds"][name]
             print(f"{setting:<15} {name:<14} {s:>8.2f} {r['sentences'] / s:>12.1f} {base / s:>16.2f}x "
-                  f"{r['same_best_as_torch_float32'][name]:>5}/{r['sentences']}")
+                  f"{r['same_best_as_torch_float32'][name]:>5}/{r['sentences']} "
+                  f"{r['same_best_as_torch_of_its_precision'][name]:>25}/{r['sentences']}")
     print("sizes: " + ", ".join(f"{k} {v / 2**20:.1f} MB" for k, v in sizes.items()))
 
 

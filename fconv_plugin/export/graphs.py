@@ -22,13 +22,18 @@ from torch import Tensor, nn
 
 from ..errors import FConvError
 from ..modules.attention import AttentionSource, source_length_scale
-from .plain_layers import PlainCausalConvolution, fold_weight_norm_
+from ..modules.causal_convolution import CausalConvolution
+from .plain_layers import fold_weight_norm_
 
 
-def exportable_copy(model: nn.Module) -> nn.Module:
-    """An inference copy of a trained fconv model with plain (folded) weights."""
+def exportable_copy(model: nn.Module, int8: bool = False) -> nn.Module:
+    """An inference copy of a trained fconv model with plain (folded) weights, or with
+    ``int8`` its int8 form (``FConvModel.quantize_int8_``: fconv-quantize's per-row
+    scales and float64 attention sums, so the graphs compute what torch's int8 does)."""
     model = copy.deepcopy(model).float()
     model.eval()  # (a model fairseq prepared for generation returns None from eval())
+    if int8:
+        model.quantize_int8_()
     fold_weight_norm_(model)
     # no attention returned; one row of keys per hypothesis, as the runtime keeps them
     model.decoder.make_generation_fast_(need_attn=False, beamable_mm_beam_size=None)
@@ -66,7 +71,7 @@ class DecoderStepGraph(nn.Module):
         super().__init__()
         self.decoder = model.decoder
         self.stateful = [conv for conv in self.decoder.convolutions if conv.kernel_size > 1]
-        if not all(isinstance(conv, PlainCausalConvolution) for conv in self.stateful):
+        if any(isinstance(conv, CausalConvolution) for conv in self.stateful):  # conv_tbc: no ONNX translation
             raise FConvError("the decoder step graph needs the plain convolutions; build it from exportable_copy(model)")
 
     def state_shapes(self) -> List[Tuple[int, int]]:

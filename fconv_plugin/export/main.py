@@ -7,8 +7,10 @@ with onnxruntime alone (no torch, no fairseq).
 The directory holds ``encoder.onnx``, ``decoder.onnx`` (one incremental step, its state
 explicit: ``graphs.py``), both vocabularies (one symbol per line, in index order), the
 BPE codes, and ``manifest.json`` (architecture, dimensions, special symbols, the
-tokenizer's and BPE's settings). ``--int8`` applies onnxruntime's dynamic quantisation
-(int8 weights, activations quantised at run time) to both graphs.
+tokenizer's and BPE's settings). ``--int8`` exports the model's int8 form, as
+fconv-quantize makes it: int8 weights with a scale per output row, activations
+quantised per row, exact int32 sums (ONNX's MatMulInteger) and the attention's sums in
+float64, so onnxruntime computes what torch's int8 model does.
 """
 
 import argparse
@@ -44,7 +46,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--bpe", choices=["subword_nmt"], help="as fairseq-interactive's --bpe")
     parser.add_argument("--bpe-codes", help="subword-nmt's codes file (copied into the directory)")
     parser.add_argument("--bpe-separator", default="@@", help="as fairseq's option (default @@)")
-    parser.add_argument("--int8", action="store_true", help="int8 weights: onnxruntime's dynamic quantisation")
+    parser.add_argument("--int8", action="store_true", help="the int8 form fconv-quantize makes (per-row scales, float64 attention sums)")
     return parser.parse_args(argv)
 
 
@@ -88,9 +90,18 @@ def _example_inputs(model, task):
     return src_tokens, prev_tokens
 
 
-def export_graphs(model, task, directory: str) -> list:
-    """Write encoder.onnx and decoder.onnx; returns the decoder's state shapes."""
-    model = exportable_copy(model)
+def int_mm_as_matmul_integer(a, b):
+    """torch's int8 x int8 -> int32 product (``Int8Weight``) as ONNX's MatMulInteger."""
+    from onnxscript import opset18 as op
+
+    return op.MatMulInteger(a, b)
+
+
+def export_graphs(model, task, directory: str, int8: bool = False) -> list:
+    """Write encoder.onnx and decoder.onnx (with ``int8``: of the model's int8 form);
+    returns the decoder's state shapes."""
+    model = exportable_copy(model, int8=int8)
+    translations = {torch.ops.aten._int_mm.default: int_mm_as_matmul_integer}
     encoder, step = EncoderGraph(model), DecoderStepGraph(model)
     src_tokens, prev_tokens = _example_inputs(model, task)
     max_source = int(min(model.encoder.max_positions(), 100_000))
@@ -106,6 +117,7 @@ def export_graphs(model, task, directory: str) -> list:
             encoder, (src_tokens,), os.path.join(directory, spec.ENCODER_FILE), dynamo=True, opset_version=OPSET,
             input_names=spec.ENCODER_INPUTS, output_names=spec.ENCODER_OUTPUTS,
             dynamic_shapes={"src_tokens": {0: batch, 1: src_len}}, external_data=False, verbose=False,
+            custom_translation_table=translations,
         )
         keys, values = encoder(src_tokens)
         padding_mask = src_tokens.eq(task.source_dictionary.pad())
@@ -120,9 +132,23 @@ def export_graphs(model, task, directory: str) -> list:
             dynamic_shapes=({0: batch, 1: copies, 2: steps}, {0: batch, 2: src_len}, {0: batch, 1: src_len},
                             {0: batch, 1: src_len},
                             (*({0: batch, 1: src_len} for _ in copied), *({0: batch, 1: copies} for _ in states))),
-            external_data=False, verbose=False,
+            external_data=False, verbose=False, custom_translation_table=translations,
         )
+    for name in (spec.ENCODER_FILE, spec.DECODER_FILE):
+        _strip_node_metadata(os.path.join(directory, name))
     return step.state_shapes()
+
+
+def _strip_node_metadata(path: str) -> None:
+    """Drop what the exporter notes on every node (the Python stack that made it, its FX
+    name): about 1 kB a node, more than a small model's int8 weights; the graph is unchanged."""
+    import onnx
+
+    graph = onnx.load(path)
+    for node in graph.graph.node:
+        del node.metadata_props[:]
+        node.doc_string = ""
+    onnx.save(graph, path)
 
 
 @contextlib.contextmanager
@@ -142,18 +168,6 @@ def _loggers_at(levels: dict):
 # (torch.onnx's registry warns that torchvision's operators are missing: this model has none)
 _EXPORTER_LOGS = {"onnx_ir": logging.WARNING, "onnxscript": logging.WARNING, "torch.onnx": logging.WARNING,
                   "torch.onnx._internal.exporter._registration": logging.ERROR}
-
-
-def quantize_graphs(directory: str) -> None:
-    """int8 weights per output channel; activations quantised at run time (onnxruntime)."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    with _loggers_at({"": logging.WARNING}):  # the quantiser logs every node it leaves alone, on the root logger
-        for name in (spec.ENCODER_FILE, spec.DECODER_FILE):
-            path = os.path.join(directory, name)
-            quantized = path + ".int8"
-            quantize_dynamic(path, quantized, weight_type=QuantType.QInt8, per_channel=True)
-            os.replace(quantized, path)
 
 
 def write_vocabulary(dictionary, path: str) -> None:
@@ -210,9 +224,7 @@ def export_model(model, task, out_dir: str, options, arch: str) -> spec.Manifest
     ``options``: fconv-export's (``parse_args``): tokenizer, BPE, int8."""
     model.eval()
     with directory_atomically(out_dir) as building:
-        state_shapes = export_graphs(model, task, building)
-        if options.int8:
-            quantize_graphs(building)
+        state_shapes = export_graphs(model, task, building, int8=bool(options.int8))
         description = manifest(options, model, task, arch, state_shapes)
         write_vocabulary(task.source_dictionary, os.path.join(building, description.source_vocabulary))
         write_vocabulary(task.target_dictionary, os.path.join(building, description.target_vocabulary))

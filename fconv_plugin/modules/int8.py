@@ -46,6 +46,12 @@ except ImportError:  # not built (no torch at install time, or run from a plain 
     fused_rows = None
 
 
+def _compiled_loops() -> bool:
+    """Whether the compiled loops run: they are built, and no exporter is tracing the model
+    (a traced graph needs torch operations; an export traces the same arithmetic as them)."""
+    return fused_rows is not None and not torch.compiler.is_compiling()
+
+
 def quantize_rows(x: Tensor):
     """Symmetric int8 rounding of each row of ``x`` (rows x features) to its own scale."""
     scale = x.abs().amax(dim=1, keepdim=True).clamp_min_(1e-12).div_(127.0)
@@ -81,7 +87,7 @@ class Int8Weight(nn.Module):
         whatever the number of rows beside it.
         """
         rows = x.reshape(-1, x.size(-1))
-        if fused_rows is not None:
+        if _compiled_loops():
             return fused_rows.linear(rows, self.weight, self.scale, bias).view(*x.shape[:-1], -1)
         return self.linear_in_torch_operations(rows, bias).view(*x.shape[:-1], -1)
 
@@ -222,16 +228,16 @@ class BatchInvariantSums(AttentionSums):
     def operand(self, source: Tensor) -> Tensor:
         """Keys and values in float64 once per source (``AttentionSource.summed_by``); the
         fused kernel reads them as they are."""
-        return source if fused_rows is not None else source.double()
+        return source if _compiled_loops() else source.double()
 
     def product(self, a: Tensor, b: Tensor) -> Tensor:
-        if fused_rows is not None and a.dtype == b.dtype == torch.float32:
+        if _compiled_loops() and a.dtype == b.dtype == torch.float32:
             return fused_rows.attention_read(a, b)  # float64 sums in one fixed order, rounded back
         return torch.bmm(a.double(), b.double()).to(a.dtype)  # .double() of a float64 operand copies nothing
 
     def weights(self, query: Tensor, keys: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
         """Scores and softmax in float64 from end to end, rounded back once."""
-        if fused_rows is not None and query.dtype == keys.dtype == torch.float32:
+        if _compiled_loops() and query.dtype == keys.dtype == torch.float32:
             return fused_rows.attention_weights(query, keys, padding_mask)
         return super().weights(query.double(), keys.double(), padding_mask).to(query.dtype)
 

@@ -1,6 +1,7 @@
 """Exported graphs in onnxruntime against fairseq's own fconv with the same weights."""
 
 import numpy as np
+import onnx
 import onnxruntime
 import pytest
 import torch
@@ -83,6 +84,30 @@ def test_a_copying_models_step_reads_the_source_tokens_and_gives_the_models_log_
             "prev_tokens": by_sentence[:, :, : t + 1], "keys": keys, "values": values, "padding_mask": src.eq(SRC.pad()).numpy(),
             "src_tokens": src.numpy(), **{f"state_{i}": s for i, s in enumerate(states)}})
         assert np.isfinite(log_probs).all() and np.allclose(log_probs, expected[:, t], atol=1e-4), t
+
+
+@pytest.mark.parametrize("copies", [1, 3])
+def test_int8_graphs_give_the_torch_int8_models_log_probabilities(tmp_path, copies):
+    """The int8 export runs ``quantize_int8_``'s arithmetic, not a quantiser of its own."""
+    torch.manual_seed(3)
+    model = build_plugin_model("fconv_iwslt_de_en", DictionaryTask(SRC, TGT), **SMALL).eval()
+    shapes = export_graphs(model, DictionaryTask(SRC, TGT), str(tmp_path), int8=True)
+    model.quantize_int8_()
+    encoder, decoder = (onnxruntime.InferenceSession(str(tmp_path / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+                        for name in ("encoder", "decoder"))
+    assert "MatMulInteger" in {node.op_type for node in onnx.load(str(tmp_path / "decoder.onnx")).graph.node}
+    src, lengths, _, _ = translation_batch(SRC, TGT, [7, 3, 9], [1, 1, 1], seed=5)
+    sources, source_lengths, prev = _hypotheses(src, lengths, copies, 6, seed=6)
+    with torch.no_grad():
+        expected = model.get_normalized_probs(model(sources, source_lengths, prev), log_probs=True).numpy()
+    keys, values = encoder.run(None, {"src_tokens": src.numpy()})
+    states = [np.zeros((3, copies, k, channels), np.float32) for k, channels in shapes]
+    by_sentence = prev.view(3, copies, -1).numpy()
+    for t in range(prev.size(1)):
+        log_probs, *states = decoder.run(None, {
+            "prev_tokens": by_sentence[:, :, : t + 1], "keys": keys, "values": values,
+            "padding_mask": src.eq(SRC.pad()).numpy(), **{f"state_{i}": s for i, s in enumerate(states)}})
+        assert np.abs(log_probs - expected[:, t]).max() < 1e-5, t
 
 
 def test_the_step_graph_needs_the_folded_copy():
