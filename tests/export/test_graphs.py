@@ -34,6 +34,19 @@ def _hypotheses(src, lengths, copies, tgt_length, seed):
     return sources, source_lengths, prev
 
 
+def _step_log_probs(decoder, keys, values, src, prev, copies, shapes, copying=False):
+    """The step graph run token by token over ``prev`` (sentences · copies x t): log-probabilities per step."""
+    sentences = src.size(0)
+    states = [np.zeros((sentences, copies, k, channels), np.float32) for k, channels in shapes]
+    by_sentence = prev.view(sentences, copies, -1).numpy()
+    copied = {"src_tokens": src.numpy()} if copying else {}
+    for t in range(prev.size(1)):
+        log_probs, *states = decoder.run(None, {
+            "prev_tokens": by_sentence[:, :, : t + 1], "keys": keys, "values": values,
+            "padding_mask": src.eq(SRC.pad()).numpy(), **copied, **{f"state_{i}": s for i, s in enumerate(states)}})
+        yield t, log_probs
+
+
 @pytest.mark.parametrize("src_lengths, tgt_length, copies", [([7, 3, 9], 6, 4), ([12], 9, 1), ([2, 5, 5, 4, 1, 8], 4, 2)])
 def test_encoder_and_decoder_steps_give_fairseqs_log_probabilities(exported, src_lengths, tgt_length, copies):
     """Every sentence's hypotheses (``copies`` of them, each with its own tokens) read the
@@ -47,14 +60,9 @@ def test_encoder_and_decoder_steps_give_fairseqs_log_probabilities(exported, src
     keys, values = sessions["encoder"].run(None, {"src_tokens": src.numpy()})
     assert keys.shape == (len(src_lengths), SMALL["encoder_embed_dim"], src.size(1))
     assert np.allclose(keys.transpose(0, 2, 1), z, atol=1e-5)
-    states = [np.zeros((len(src_lengths), copies, k, channels), np.float32) for k, channels in shapes]
     # decoder layers (32, 3), (48, 2), (48, 1): the last k - 1 inputs of width 32 (fc1's), then 32; none for k = 1
-    assert [s.shape[2:] for s in states] == [(2, 32), (1, 32)]
-    by_sentence = prev.view(len(src_lengths), copies, -1).numpy()
-    for t in range(prev.size(1)):
-        log_probs, *states = sessions["decoder"].run(None, {
-            "prev_tokens": by_sentence[:, :, : t + 1], "keys": keys, "values": values,
-            "padding_mask": src.eq(SRC.pad()).numpy(), **{f"state_{i}": s for i, s in enumerate(states)}})
+    assert shapes == [(2, 32), (1, 32)]
+    for t, log_probs in _step_log_probs(sessions["decoder"], keys, values, src, prev, copies, shapes):
         assert np.allclose(log_probs, expected[:, t], atol=1e-4), t
 
 
@@ -77,12 +85,7 @@ def test_a_copying_models_step_reads_the_source_tokens_and_gives_the_models_log_
     with torch.no_grad():
         expected = model.get_normalized_probs(model(sources, source_lengths, prev), log_probs=True).numpy()
     keys, values = encoder.run(None, {"src_tokens": src.numpy()})
-    states = [np.zeros((3, copies, k, channels), np.float32) for k, channels in shapes]
-    by_sentence = prev.view(3, copies, -1).numpy()
-    for t in range(prev.size(1)):
-        log_probs, *states = decoder.run(None, {
-            "prev_tokens": by_sentence[:, :, : t + 1], "keys": keys, "values": values, "padding_mask": src.eq(SRC.pad()).numpy(),
-            "src_tokens": src.numpy(), **{f"state_{i}": s for i, s in enumerate(states)}})
+    for t, log_probs in _step_log_probs(decoder, keys, values, src, prev, copies, shapes, copying=True):
         assert np.isfinite(log_probs).all() and np.allclose(log_probs, expected[:, t], atol=1e-4), t
 
 
@@ -101,12 +104,7 @@ def test_int8_graphs_give_the_torch_int8_models_log_probabilities(tmp_path, copi
     with torch.no_grad():
         expected = model.get_normalized_probs(model(sources, source_lengths, prev), log_probs=True).numpy()
     keys, values = encoder.run(None, {"src_tokens": src.numpy()})
-    states = [np.zeros((3, copies, k, channels), np.float32) for k, channels in shapes]
-    by_sentence = prev.view(3, copies, -1).numpy()
-    for t in range(prev.size(1)):
-        log_probs, *states = decoder.run(None, {
-            "prev_tokens": by_sentence[:, :, : t + 1], "keys": keys, "values": values,
-            "padding_mask": src.eq(SRC.pad()).numpy(), **{f"state_{i}": s for i, s in enumerate(states)}})
+    for t, log_probs in _step_log_probs(decoder, keys, values, src, prev, copies, shapes):
         assert np.abs(log_probs - expected[:, t]).max() < 1e-5, t
 
 
