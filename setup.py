@@ -56,6 +56,8 @@ setup(
         "serve": ["fastapi", "uvicorn", "prometheus-client"],  # fconv-serve
         # fconv-export (onnx, onnxscript: torch's exporter) and fconv-onnx-translate (onnxruntime)
         "onnx": ["onnx", "onnxscript", "onnxruntime"],
+        # benchmarks/vs_ctranslate2.py: the engine a CPU user would pick instead (not installed by setup_env.sh)
+        "bench": ["ctranslate2"],
     },
     package_data={"fconv_plugin.serve": ["static/*"]},
     entry_points={

@@ -1,0 +1,425 @@
+"""The quickstart's ConvS2S against the engine a CPU user would pick instead: a fairseq
+Transformer of the same size run through CTranslate2, side by side in one run.
+
+On a quickstart run (``examples/bible_es_en/runs/latest``), with its data-bin, BPE codes
+and training budget:
+
+1. trains a fairseq Transformer (3 + 3 layers, 256 wide, 4 heads, 1024-wide feed-forward)
+   on the same data-bin with the same batch (--max-tokens 3000) and the same number of
+   updates as the quickstart, then on to 3x as many (one run, inverse-sqrt schedule, so
+   the checkpoint at the quickstart's updates is that budget's model), and converts it
+   with ``ct2-fairseq-converter`` (the library's FairseqConverter);
+2. translates the run's 500 test verses with every engine, at beam 5 x 16 (calls of 16
+   sentences sorted by length, as fairseq-generate batches them) and beam 1 x 1:
+   - the plugin's model: fairseq-generate; the inference core (``Translator``) float32 and
+     fconv-quantize's int8; onnxruntime (fconv-export, float32 and --int8);
+   - the Transformer: fairseq-generate; CTranslate2 float32 and int8;
+3. prints BLEU and chrF (sacreBLEU, detokenised, against the raw references),
+   sentences/s, peak memory (the engine's process' peak resident memory, VmHWM), model size, each
+   model's FLOPs per sentence (counted by torch's FlopCounterMode over a beam-5 decode)
+   and its share of this machine's measured float32 and int8 matrix-product peaks;
+   and the Transformer's BLEU after 3x the updates.
+
+Every engine runs in a process of its own (so that its peak memory is its own), with
+2 threads, taking turns with the others; a process times generation only (models are
+loaded and warmed up first). Text processing (Moses, BPE) is timed apart. Training
+runs once and is reused by later runs (``--retrain`` to train again).
+
+    .venv/bin/pip install -c constraints.txt ctranslate2      # the "bench" extra, pinned
+    .venv/bin/python benchmarks/vs_ctranslate2.py examples/bible_es_en/runs/latest
+    .venv/bin/python benchmarks/vs_ctranslate2.py RUN --engine "core int8" --setting beam5x16   # one engine
+"""
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+warnings.filterwarnings("ignore")
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+THREADS = 2
+SETTINGS = {"beam5x16": (5, 16), "beam1x1": (1, 1)}
+PLUGIN_ENGINES = ("fconv fairseq-generate", "core float32", "core int8", "onnx float32", "onnx int8")
+TRANSFORMER_ENGINES = ("transformer fairseq-generate", "ctranslate2 float32", "ctranslate2 int8")
+ENGINES = PLUGIN_ENGINES + TRANSFORMER_ENGINES
+TRANSFORMER = [
+    "--arch", "transformer", "--encoder-layers", "3", "--decoder-layers", "3",
+    "--encoder-embed-dim", "256", "--decoder-embed-dim", "256",
+    "--encoder-ffn-embed-dim", "1024", "--decoder-ffn-embed-dim", "1024",
+    "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
+    "--share-decoder-input-output-embed",
+    "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", "0.001",
+    "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100",
+    "--dropout", "0.1", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+    "--max-tokens", "3000", "--required-batch-size-multiple", "1", "--seed", "1",
+]
+
+
+# --- the run's files --------------------------------------------------------------------
+
+def quickstart_updates(run: Path) -> int:
+    found = re.findall(r"num_updates (\d+)", (run / "train.log").read_text(encoding="utf-8"))
+    if not found:
+        sys.exit(f"vs_ctranslate2: {run}/train.log has no 'num_updates'; give a finished quickstart run")
+    return int(found[-1])
+
+
+def work_dir(run: Path) -> Path:
+    return run / "vs_ctranslate2"
+
+
+def transformer_checkpoint(run: Path, updates: int) -> Path:
+    found = sorted(work_dir(run).glob(f"transformer/checkpoint_*_{updates}.pt"))
+    return found[0] if found else work_dir(run) / "transformer" / f"checkpoint_missing_{updates}.pt"
+
+
+def train_transformer(run: Path, updates: int, more: int, retrain: bool) -> float:
+    """The Transformer trained to ``updates * more`` updates, a checkpoint every ``updates``."""
+    save_dir = work_dir(run) / "transformer"
+    if not retrain and transformer_checkpoint(run, updates * more).exists():
+        return 0.0
+    save_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    with open(save_dir / "train.log", "w", encoding="utf-8") as log:
+        subprocess.run([str(BIN / "fairseq-train"), str(run / "data-bin"), "--user-dir", str(ROOT / "fconv_plugin"),
+                        *TRANSFORMER, "--max-update", str(updates * more), "--save-interval-updates", str(updates),
+                        "--keep-interval-updates", "-1", "--no-epoch-checkpoints", "--disable-validation",
+                        "--save-dir", str(save_dir), "--log-format", "simple", "--log-interval", "100"],
+                       check=True, stdout=log, stderr=subprocess.STDOUT)
+    return time.perf_counter() - start
+
+
+def convert_to_ctranslate2(run: Path, updates: int) -> Path:
+    """``ct2-fairseq-converter`` on the Transformer, through the plugin's safe checkpoint loader."""
+    out = work_dir(run) / f"ctranslate2_{updates}"
+    if (out / "model.bin").exists():
+        return out
+    from ctranslate2.converters import FairseqConverter
+
+    from fconv_plugin.checkpoint_io import loading_fairseq_checkpoints
+
+    checkpoint = transformer_checkpoint(run, updates)
+    with loading_fairseq_checkpoints(str(checkpoint)):
+        FairseqConverter(str(checkpoint), str(run / "data-bin"), source_lang="es", target_lang="en").convert(str(out))
+    return out
+
+
+def onnx_directory(run: Path, engine: str) -> Path:
+    return work_dir(run) / engine.replace(" ", "_")
+
+
+def export_onnx(run: Path) -> None:
+    """fconv-export, float32 and --int8, made again by every run (by this version of the exporter)."""
+    for name, flags in (("onnx float32", []), ("onnx int8", ["--int8"])):
+        out = onnx_directory(run, name)
+        shutil.rmtree(out, ignore_errors=True)  # this benchmark's own export from an earlier run
+        subprocess.run([str(BIN / "fconv-export"), str(run / "checkpoints" / "checkpoint_best.pt"), str(run / "data-bin"),
+                            str(out), "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", str(run / "codes"), *flags],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def int8_checkpoint(run: Path) -> Path:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from load_test import int8_copy
+
+    return int8_copy(run)
+
+
+def size_of(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+# --- one engine, in its own process ---------------------------------------------------------
+
+def text_tools(run: Path):
+    """Moses and BPE as the quickstart applies them (encode) and undoes them (decode)."""
+    from sacremoses import MosesDetokenizer, MosesTokenizer
+    from subword_nmt.apply_bpe import BPE
+
+    with open(run / "codes", encoding="utf-8") as codes:
+        bpe = BPE(codes)
+    tokenizer, detokenizer = MosesTokenizer("es"), MosesDetokenizer("en")
+
+    def encode(line):
+        return bpe.process_line(tokenizer.tokenize(line, return_str=True, escape=False, aggressive_dash_splits=False))
+
+    def decode(bpe_text):
+        return detokenizer.detokenize((bpe_text + " ").replace("@@ ", "").split())
+
+    return encode, decode
+
+
+def peak_memory(pid="self") -> int:
+    """A process' peak resident memory in bytes (VmHWM: since its program started, unlike
+    getrusage's maximum, which a child started by fork and exec inherits from its parent)."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def fairseq_generate(run: Path, checkpoint: Path, beam: int, batch: int, decode) -> dict:
+    command = [str(BIN / "fairseq-generate"), str(run / "data-bin"), "--user-dir", str(ROOT / "fconv_plugin"),
+               "--path", str(checkpoint), "--gen-subset", "test", "--beam", str(beam), "--batch-size", str(batch),
+               "--required-batch-size-multiple", "1", "-s", "es", "-t", "en"]
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True)
+        peak = 0
+        while process.poll() is None:  # its peak, read while it runs
+            try:
+                peak = max(peak, peak_memory(process.pid))
+            except OSError:
+                pass
+            time.sleep(0.05)
+        stdout.seek(0), stderr.seek(0)
+        out = subprocess.CompletedProcess(command, process.returncode, stdout.read(), stderr.read())
+    out.check_returncode()
+    hypotheses = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("H-"):
+            index, _, text = line.split("\t", 2)
+            hypotheses[int(index[2:])] = decode(text)
+    rate = re.search(r"Translated ([\d,]+) sentences .*\(([\d.]+) sentences/s", out.stdout + out.stderr)
+    sentences = int(rate.group(1).replace(",", ""))
+    return {"outputs": [hypotheses[i] for i in range(len(hypotheses))], "seconds": sentences / float(rate.group(2)),
+            "peak_bytes": peak}
+
+
+def run_engine(run: Path, engine: str, setting: str) -> dict:
+    """Load, warm up, translate the test verses; outputs, generation seconds, peak memory."""
+    import torch
+
+    torch.set_num_threads(THREADS)
+    beam, batch = SETTINGS[setting]
+    encode, decode = text_tools(run)
+    lines = (run / "test.raw.es").read_text(encoding="utf-8").splitlines()
+    if engine.endswith("fairseq-generate"):
+        checkpoint = (run / "checkpoints" / "checkpoint_best.pt" if engine.startswith("fconv")
+                      else transformer_checkpoint(run, quickstart_updates(run)))
+        return fairseq_generate(run, checkpoint, beam, batch, decode)
+    start = time.perf_counter()
+    encoded = [encode(line) for line in lines]
+    text_seconds = time.perf_counter() - start
+    if engine.startswith("core"):
+        from fconv_plugin.inference import Translator
+
+        checkpoint = run / "checkpoints" / "checkpoint_best.pt" if engine == "core float32" else int8_checkpoint(run)
+        translator = Translator.from_pretrained(checkpoint, run / "data-bin", source_lang="es", target_lang="en",
+                                                tokenizer="moses", bpe="subword_nmt", bpe_codes=str(run / "codes"))
+
+        def translate(sources, texts):
+            results = translator.translate(texts, encoded=sources, beam=beam, max_sentences=batch)
+            return [translator.task.target_dictionary.string(r.best.tokens[:-1]) for r in results]
+    elif engine.startswith("onnx"):
+        import numpy as np
+
+        from fconv_onnx.beam_search import generate
+        from fconv_onnx.model import ExportedModel
+        from fconv_onnx.translate import pad_left
+
+        model = ExportedModel(str(onnx_directory(run, engine)), threads=THREADS)
+        d = model.target_vocabulary
+
+        def translate(sources, texts):
+            ids = [model.source_vocabulary.encode(s) for s in sources]
+            order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+            found = [None] * len(ids)
+            for i in range(0, len(order), batch):
+                chunk = order[i: i + batch]
+                hypotheses = generate(model, pad_left([ids[j] for j in chunk], model.manifest.symbols.source_pad), beam,
+                                      eos=d.eos, pad=d.pad, unk=d.unk, max_len_a=0.0, max_len_b=200,
+                                      max_positions=model.max_target_positions)
+                for j, h in zip(chunk, hypotheses):
+                    found[j] = d.string(np.asarray(h[0].tokens[:-1]))
+            return found
+    else:
+        import ctranslate2
+
+        compute_type = engine.split()[-1]
+        model = ctranslate2.Translator(str(convert_to_ctranslate2(run, quickstart_updates(run))), device="cpu",
+                                       compute_type=compute_type, intra_threads=THREADS, inter_threads=1)
+
+        def translate(sources, texts):
+            results = model.translate_batch([s.split() for s in sources], max_batch_size=batch, beam_size=beam,
+                                            max_decoding_length=200)
+            return [" ".join(r.hypotheses[0]) for r in results]
+
+    translate(encoded[:batch], lines[:batch])  # warm-up
+    start = time.perf_counter()
+    outputs = translate(encoded, lines)
+    seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    detokenised = [decode(o) for o in outputs]
+    text_seconds += time.perf_counter() - start
+    return {"outputs": detokenised, "seconds": seconds, "text_seconds": text_seconds,
+            "peak_bytes": peak_memory()}
+
+
+# --- FLOPs and the machine's peak -------------------------------------------------------------
+
+def flops_per_sentence(run: Path, which: str, verses: int = 48) -> float:
+    """Matrix-product FLOPs per verse of a float32 beam-5 decode in calls of 16, counted by torch."""
+    import torch
+    from fairseq import checkpoint_utils
+    from fairseq.sequence_generator import SequenceGenerator
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from fconv_plugin.checkpoint_io import loading_fairseq_checkpoints
+
+    def conv_tbc_flops(input_shape, weight_shape, bias_shape, pad=0, out_shape=None, **_):
+        time_steps, rows, _ = input_shape
+        kernel, cin, cout = weight_shape
+        return 2 * (time_steps + 2 * pad - kernel + 1) * rows * kernel * cin * cout
+
+    path = run / "checkpoints" / "checkpoint_best.pt" if which == "fconv" else transformer_checkpoint(run, quickstart_updates(run))
+    with loading_fairseq_checkpoints(str(path)):
+        models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+            [str(path)], arg_overrides={"data": str(run / "data-bin")})
+    model = models[0].eval()
+    encode, _ = text_tools(run)
+    lines = (run / "test.raw.es").read_text(encoding="utf-8").splitlines()[:verses]
+    sources = [task.source_dictionary.encode_line(encode(line), add_if_not_exist=False).long() for line in lines]
+    generator = SequenceGenerator([model], task.target_dictionary, beam_size=5)
+    counter = FlopCounterMode(display=False, custom_mapping={torch.ops.aten.conv_tbc: conv_tbc_flops})
+    with counter, torch.no_grad():
+        for i in range(0, len(sources), 16):
+            chunk = sources[i: i + 16]
+            src = torch.full((len(chunk), max(len(s) for s in chunk)), task.source_dictionary.pad())
+            for row, s in enumerate(chunk):
+                src[row, -len(s):] = s
+            generator.generate([model], {"net_input": {"src_tokens": src, "src_lengths": torch.tensor([len(s) for s in chunk])}})
+    return counter.get_total_flops() / len(sources)
+
+
+def machine_peaks() -> tuple:
+    """This machine's float32 GFLOP/s and int8 GOP/s for 1024^3 products with 2 threads."""
+    import torch
+
+    torch.set_num_threads(THREADS)
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    qa, qb = torch.randint(-127, 127, (1024, 1024), dtype=torch.int8), torch.randint(-127, 127, (1024, 1024), dtype=torch.int8)
+    peaks = []
+    for product in (lambda: torch.mm(a, b), lambda: torch._int_mm(qa, qb)):
+        product()
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(5):
+                product()
+            times.append((time.perf_counter() - start) / 5)
+        peaks.append(2 * 1024 ** 3 / min(times) / 1e9)
+    return tuple(peaks)
+
+
+# --- the report -----------------------------------------------------------------------------------
+
+def scores(outputs, references):
+    import sacrebleu
+
+    return (sacrebleu.corpus_bleu(outputs, [references]).score, sacrebleu.corpus_chrf(outputs, [references]).score)
+
+
+def child(run: Path, args: list) -> dict:
+    out = subprocess.run([sys.executable, __file__, str(run), *args], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="a quickstart run directory (examples/bible_es_en/runs/latest)")
+    parser.add_argument("--more", type=int, default=3, help="the Transformer's longer budget, x the quickstart's updates")
+    parser.add_argument("--repetitions", type=int, default=1, help="runs of each engine and setting, in turns")
+    parser.add_argument("--retrain", action="store_true", help="train the Transformer again")
+    parser.add_argument("--engine", choices=ENGINES, help=argparse.SUPPRESS)  # one engine, in a process of its own
+    parser.add_argument("--setting", choices=list(SETTINGS), help=argparse.SUPPRESS)
+    parser.add_argument("--flops", choices=("fconv", "transformer"), help=argparse.SUPPRESS)
+    parser.add_argument("--bleu-of", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    run = args.run.resolve()
+    if args.engine:
+        print(json.dumps(run_engine(run, args.engine, args.setting)))
+        return
+    if args.flops:
+        print(json.dumps({"flops": flops_per_sentence(run, args.flops)}))
+        return
+    if args.bleu_of:
+        _, decode = text_tools(run)
+        result = fairseq_generate(run, transformer_checkpoint(run, args.bleu_of), 5, 16, decode)
+        print(json.dumps(result))
+        return
+
+    updates = quickstart_updates(run)
+    trained = train_transformer(run, updates, args.more, args.retrain)
+    convert_to_ctranslate2(run, updates)
+    export_onnx(run)
+    int8_checkpoint(run)
+    references = (run / "test.raw.en").read_text(encoding="utf-8").splitlines()
+    import ctranslate2
+    import onnxruntime
+    import torch
+
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {THREADS} threads; torch {torch.__version__}, "
+          f"ctranslate2 {ctranslate2.__version__}, onnxruntime {onnxruntime.__version__}; {len(references)} test verses; "
+          f"both models trained {updates} updates, --max-tokens 3000"
+          + (f" (Transformer trained now in {trained:.0f} s to {updates * args.more} updates)" if trained else ""))
+
+    results = {(engine, setting): [] for engine in ENGINES for setting in SETTINGS}
+    for repetition in range(args.repetitions):
+        for setting in SETTINGS:
+            order = ENGINES if repetition % 2 == 0 else tuple(reversed(ENGINES))
+            for engine in order:
+                results[(engine, setting)].append(child(run, ["--engine", engine, "--setting", setting]))
+    gflops, gops = machine_peaks()
+    flops = {"fconv": child(run, ["--flops", "fconv"])["flops"], "transformer": child(run, ["--flops", "transformer"])["flops"]}
+    sizes = {
+        "fconv fairseq-generate": size_of(run / "checkpoints" / "checkpoint_best.pt"),
+        "core float32": size_of(run / "checkpoints" / "checkpoint_best.pt"),
+        "core int8": size_of(int8_checkpoint(run)),
+        "onnx float32": size_of(onnx_directory(run, "onnx float32")),
+        "onnx int8": size_of(onnx_directory(run, "onnx int8")),
+        "transformer fairseq-generate": size_of(transformer_checkpoint(run, updates)),
+        "ctranslate2 float32": size_of(work_dir(run) / f"ctranslate2_{updates}"),
+        "ctranslate2 int8": size_of(work_dir(run) / f"ctranslate2_{updates}"),
+    }
+    print(f"machine peak (1024^3 products): float32 {gflops:.0f} GFLOP/s, int8 {gops:.0f} GOP/s")
+    print(f"{'engine':<29} {'BLEU':>5} {'chrF':>5} | {'beam 5 x 16':>11} {'beam 1 x 1':>10} sentences/s | "
+          f"{'peak MB':>7} {'size MB':>7} | GFLOP/sent  % of peak (beam 5 x 16)")
+    table = {}
+    for engine in ENGINES:
+        rates = {s: len(references) / statistics.median(r["seconds"] for r in results[(engine, s)]) for s in SETTINGS}
+        bleu, chrf = scores(results[(engine, "beam5x16")][0]["outputs"], references)
+        peak = max(r["peak_bytes"] for s in SETTINGS for r in results[(engine, s)]) / 2 ** 20
+        model_flops = flops["fconv" if engine in PLUGIN_ENGINES else "transformer"]
+        limit = gops if "int8" in engine else gflops
+        share = 100 * model_flops * rates["beam5x16"] / (limit * 1e9)
+        table[engine] = dict(bleu=bleu, chrf=chrf, rates=rates, peak_mb=peak, size_mb=sizes[engine] / 2 ** 20, share=share)
+        print(f"{engine:<29} {bleu:>5.2f} {chrf:>5.1f} | {rates['beam5x16']:>11.1f} {rates['beam1x1']:>10.1f}             | "
+              f"{peak:>7.0f} {sizes[engine] / 2 ** 20:>7.1f} | {model_flops / 1e9:>10.2f}  {share:>5.1f}%")
+    text = [r["text_seconds"] for (e, s), rs in results.items() if e.startswith("core") and s == "beam5x16" for r in rs]
+    print(f"text processing (Moses + BPE in and out, 500 verses): {statistics.median(text):.2f} s, outside the rates above")
+    f32, generate = table["core float32"]["rates"]["beam5x16"], table["fconv fairseq-generate"]["rates"]["beam5x16"]
+    i8, ct2 = table["core int8"]["rates"]["beam5x16"], table["ctranslate2 int8"]["rates"]["beam5x16"]
+    print(f"at beam 5 x 16: core float32 / fairseq-generate {f32 / generate:.2f}x (goal 1.6), core int8 / core float32 "
+          f"{i8 / f32:.2f}x (goal 1.5), best core / CTranslate2 int8 {max(f32, i8) / ct2:.2f}x (goal 2)")
+    longer = updates * args.more
+    bleu_longer = scores(child(run, ["--bleu-of", str(longer)])["outputs"], references)
+    print(f"the Transformer after {longer} updates (fairseq-generate, beam 5): BLEU {bleu_longer[0]:.2f}, chrF {bleu_longer[1]:.1f} "
+          f"(after {updates}: {table['transformer fairseq-generate']['bleu']:.2f}); ConvS2S after {updates}: "
+          f"{table['core float32']['bleu']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
