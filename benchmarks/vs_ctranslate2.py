@@ -199,10 +199,10 @@ def fairseq_generate(run: Path, checkpoint: Path, beam: int, batch: int, decode)
 
 
 def run_engine(run: Path, engine: str, setting: str) -> dict:
-    """Load, warm up, translate the test verses; outputs, generation seconds, peak memory."""
-    import torch
+    """Load, warm up, translate the test verses; outputs, generation seconds, peak memory.
 
-    torch.set_num_threads(THREADS)
+    Only the torch engines import torch: its OpenMP threads would compete with
+    onnxruntime's and CTranslate2's own thread pools."""
     beam, batch = SETTINGS[setting]
     encode, decode = text_tools(run)
     lines = (run / "test.raw.es").read_text(encoding="utf-8").splitlines()
@@ -214,8 +214,11 @@ def run_engine(run: Path, engine: str, setting: str) -> dict:
     encoded = [encode(line) for line in lines]
     text_seconds = time.perf_counter() - start
     if engine.startswith("core"):
+        import torch
+
         from fconv_plugin.inference import Translator
 
+        torch.set_num_threads(THREADS)
         checkpoint = run / "checkpoints" / "checkpoint_best.pt" if engine == "core float32" else int8_checkpoint(run)
         translator = Translator.from_pretrained(checkpoint, run / "data-bin", source_lang="es", target_lang="en",
                                                 tokenizer="moses", bpe="subword_nmt", bpe_codes=str(run / "codes"))

@@ -35,7 +35,7 @@ def exportable_copy(model: nn.Module, int8: bool = False) -> nn.Module:
     if int8:
         model.quantize_int8_()
     fold_weight_norm_(model)
-    # no attention returned; one row of keys per hypothesis, as the runtime keeps them
+    # no attention returned; the step graph hands the decoder its attention source itself
     model.decoder.make_generation_fast_(need_attn=False, beamable_mm_beam_size=None)
     return model
 
