@@ -68,7 +68,8 @@ class Engines:
     def __init__(self, model, task, arch, workdir: Path, text_options=(), max_len=(0.0, 200)):
         """``text_options``: fconv-export's tokenizer and BPE options, for a model that reads raw text."""
         self.task, self.max_len = task, max_len
-        model = model.float().eval()
+        model = model.float()
+        model.eval()  # (a model fairseq prepared for generation returns None from eval())
         int8 = copy.deepcopy(model)
         int8.quantize_int8_()
         self.torch_models = {"torch float32": model, "torch int8": int8}

@@ -98,7 +98,13 @@ class Int8Weight(nn.Module):
             rows = rows.float().contiguous()
         quantized, row_scale = quantize_rows(rows)
         out = torch._int_mm(quantized, self.weight.t()) * row_scale  # int32 sums, as float32
-        return out.mul_(self.scale) if bias is None else torch.addcmul(bias, out, self.scale)
+        if bias is None:
+            return out.mul_(self.scale)
+        if torch.compiler.is_compiling():
+            # traced for ONNX, which has no fused multiply-add: b + out · scale rounded once
+            # all the same (exact in float64, then rounded), as addcmul's and the kernel's fma
+            return (bias.double() + out.double() * self.scale.double()).float()
+        return torch.addcmul(bias, out, self.scale)
 
     def convolve_tbc(self, x: Tensor, kernel_size: int, padding: int, bias: Optional[Tensor]) -> Tensor:
         """The convolution of ``x`` (time x batch x in), zero-padded by ``padding`` at both ends."""
