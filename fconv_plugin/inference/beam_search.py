@@ -1,6 +1,6 @@
 """Beam search with tensors throughout: fairseq's SequenceGenerator, its hypotheses, less of its overhead.
 
-The paper decodes with beam search (§4.1 and §5; beam 5, length-normalised scores).
+The paper translates with beam search (§4.3: beam 5, log-likelihoods normalised by length).
 fairseq's ``SequenceGenerator`` is the reference: for the options the inference core
 passes (beam, lenpen, unkpen, min/max length, no-repeat n-grams, prefixes, nbest) this
 search takes the same steps and returns the same hypotheses, scores and positional
@@ -138,7 +138,7 @@ class BeamSearch:
             eos_mask = cand_indices.eq(self.eos) & cand_scores.ne(NEG_INF)
             eos_mask[:, :beam][cands_to_ignore] = False
 
-            # hypotheses ending in </s> among the best beam candidates are finished (§5 "length-normalised")
+            # hypotheses ending in </s> among the best beam candidates are finished, scored by length (§4.3)
             ending = eos_mask[:, :beam]
             finished_now = torch.zeros(live, dtype=torch.bool, device=ending.device)
             if bool(ending.any()):
