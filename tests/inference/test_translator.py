@@ -109,3 +109,18 @@ def test_an_int8_checkpoint_translates_and_is_batch_invariant(trained_model, tmp
     batched = translator.translate(lines)
     alone = [translator.translate([line])[0] for line in lines]
     assert [(b.best.text, b.best.score) for b in batched] == [(a.best.text, a.best.score) for a in alone]
+
+
+def test_the_cores_search_and_fairseqs_generator_give_the_same_translations(translator, trained_model):  # noqa: F811
+    """``Translator(search="fairseq")`` runs fairseq's SequenceGenerator: the reference the
+    vectorised search (``inference/beam_search.py``) must equal, texts, scores and alignments."""
+    data_bin, save_dir, _ = trained_model
+    reference = Translator.from_pretrained(save_dir / "checkpoint_best.pt", data_bin, beam=5, search="fairseq")
+    lines = _sentences(24, seed=21)
+    assert translator._generator(translator.defaults, False)[2] is not None  # the vectorised search runs
+    assert reference._generator(reference.defaults, False)[2] is None
+    for options in ({}, {"beam": 4, "nbest": 3, "lenpen": 0.7, "alignment": True}, {"beam": 1, "replace_unk": True}):
+        ours, theirs = translator.translate(lines, **options), reference.translate(lines, **options)
+        assert [r.hypotheses for r in ours] == [r.hypotheses for r in theirs], options
+    with pytest.raises(Exception, match="search 'greedy': give one of vectorised, fairseq"):
+        Translator.from_pretrained(save_dir / "checkpoint_best.pt", data_bin, search="greedy")
