@@ -3,14 +3,15 @@ import sys
 from setuptools import find_packages, setup
 
 
-def int8_kernels():
-    """The int8 layers' fused kernel (fconv_plugin/modules/int8_rows.cpp), built against the
-    installed torch. Without torch at build time (an isolated build) it is left out and
-    the int8 layers run the same arithmetic as torch operations, slower."""
+def compiled_loops():
+    """The compiled loops, built against the installed torch: the int8 layers' fused kernel
+    (fconv_plugin/modules/int8_rows.cpp) and beam search's candidate selection
+    (fconv_plugin/inference/beam_candidates.cpp). Without torch at build time (an isolated
+    build) they are left out and the same arithmetic runs as torch operations, slower."""
     try:
         from torch.utils.cpp_extension import BuildExtension, CppExtension
     except ImportError:
-        print("fconv_plugin: torch is not installed here; building without the int8 kernel "
+        print("fconv_plugin: torch is not installed here; building without the compiled loops "
               "(install torch first, then this package with --no-build-isolation)", file=sys.stderr)
         return {}
     extension = CppExtension(
@@ -20,7 +21,12 @@ def int8_kernels():
         extra_compile_args=["-O3", "-ffp-contract=off", "-fno-math-errno", "-fopenmp"],
         extra_link_args=["-fopenmp"],
     )
-    return {"ext_modules": [extension], "cmdclass": {"build_ext": BuildExtension.with_options(use_ninja=False)}}
+    candidates = CppExtension(
+        "fconv_plugin.inference._beam_candidates", ["fconv_plugin/inference/beam_candidates.cpp"],
+        extra_compile_args=["-O3", "-ffp-contract=off", "-fno-math-errno", "-fopenmp"],
+        extra_link_args=["-fopenmp"],
+    )
+    return {"ext_modules": [extension, candidates], "cmdclass": {"build_ext": BuildExtension.with_options(use_ninja=False)}}
 
 
 setup(
@@ -72,5 +78,5 @@ setup(
         ]
     },
     license="MIT",
-    **int8_kernels(),
+    **compiled_loops(),
 )

@@ -7,7 +7,9 @@ Reported:
 
 - hypotheses: how many verses get the same finished hypotheses (tokens, in order) from
   both, and the largest score difference, for each option set below;
-- speed: sentences/s of each search, and the ratio;
+- speed: sentences/s of each search, and the ratio; the core's search also with its
+  candidates chosen by torch operations (``one_pass=False``) instead of the compiled
+  pass (``inference/beam_candidates.cpp``), to show what that pass gains;
 - where the time goes in the core's search: the decoder's steps with their log-softmax,
   the rest (the encoder once per call, and the search: top-k, finishing, reordering), and
   text processing (Moses and BPE in, BPE and Moses out), in seconds for the test verses.
@@ -112,7 +114,11 @@ def main():
 
         generator, models, ours = both_searches(translator, {})
         calls = batches(translator, encoded, args.call)
-        seconds = {"fairseq's SequenceGenerator": [], "the core's BeamSearch": []}
+        torch_operations = TimedSearch.like(generator, models[0])
+        torch_operations.one_pass = False
+        searches = {"fairseq's SequenceGenerator": None, "the core's BeamSearch": ours,
+                    "the core's, torch top-k": torch_operations}
+        seconds = {name: [] for name in searches}
         model_seconds = []
         for repeat in range(args.repeats):
             names = list(seconds) if repeat % 2 == 0 else list(reversed(seconds))
@@ -125,9 +131,9 @@ def main():
                             translator.task.inference_step(generator, models,
                                                            {"net_input": {"src_tokens": src, "src_lengths": lengths}})
                         else:
-                            ours.generate(src, lengths)
+                            searches[name].generate(src, lengths)
                 seconds[name].append(time.perf_counter() - start)
-                if not name.startswith("fairseq"):
+                if searches[name] is ours:
                     model_seconds.append(TimedSearch.model_seconds)
         rates = {name: len(lines) / statistics.median(values) for name, values in seconds.items()}
         base = rates["fairseq's SequenceGenerator"]

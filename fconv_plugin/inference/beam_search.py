@@ -12,7 +12,12 @@ scores, in fairseq's output format. What differs is the bookkeeping around the m
   found once per call, instead of walking every module at every step;
 - a step has no temperature division, profiler ranges or per-step asserts; the NaN
   guard is one pass over the vocabulary in place;
-- repeated n-grams are blocked by one comparison over every hypothesis' n-gram windows.
+- repeated n-grams are blocked by one comparison over every hypothesis' n-gram windows;
+- where the package was installed with torch, a step's rules (no NaN, never pad, the unk
+  penalty, no </s> before ``min_len``) and its choice of the 2 x beam best candidates of
+  every sentence run in one compiled pass over the vocabulary (``beam_candidates.cpp``)
+  instead of five passes of torch operations; steps that force a prefix token, and the
+  last step, keep the torch operations, which are also the stand-in where it is not built.
 
 Repeated n-grams are blocked as ``compat.ngram_blocking`` mends fairseq's CPU blocker
 to (fairseq issues #4709, #5206: unmended it reads the buffer's padding and never
@@ -31,6 +36,11 @@ from torch import Tensor
 
 from ..errors import FConvError
 
+try:  # one pass over the vocabulary per sentence (beam_candidates.cpp), built when the package is installed
+    from . import _beam_candidates as compiled_candidates
+except ImportError:  # not built (no torch at install time, or run from a plain checkout): torch operations
+    compiled_candidates = None
+
 NEG_INF = float("-inf")
 
 
@@ -47,7 +57,7 @@ class BeamSearch:
 
     def __init__(self, model, tgt_dict, beam_size: int = 5, max_len_a: float = 0.0, max_len_b: int = 200,
                  max_len: int = 0, min_len: int = 1, normalize_scores: bool = True, len_penalty: float = 1.0,
-                 unk_penalty: float = 0.0, no_repeat_ngram_size: int = 0):
+                 unk_penalty: float = 0.0, no_repeat_ngram_size: int = 0, one_pass: bool = True):
         self.model = model
         self.pad, self.unk, self.eos = tgt_dict.pad(), tgt_dict.unk(), tgt_dict.eos()
         self.vocab_size = len(tgt_dict)
@@ -59,6 +69,8 @@ class BeamSearch:
         self.len_penalty = len_penalty
         self.unk_penalty = unk_penalty
         self.no_repeat_ngram_size = no_repeat_ngram_size
+        # the compiled candidate selection where it is built; False: torch operations throughout
+        self.one_pass = one_pass and compiled_candidates is not None
         # the modules that keep decoding state, in the order fairseq reorders them
         self._reorderers = [m for m in model.decoder.modules() if hasattr(m, "reorder_incremental_state")]
 
@@ -126,13 +138,20 @@ class BeamSearch:
                     decoding_state = decoding_state if reordered is None else reordered
                 encoder_out = model.encoder.reorder_encoder_out(encoder_out, reorder)
             lprobs, step_attention = self._next_token_log_probs(beams.tokens[:, : step + 1], encoder_out, decoding_state)
-            self._constrain(lprobs, step, max_len, beams, prefix_tokens)
             if attention and step_attention is not None:
                 beams.record_attention(step, step_attention)
-            if self.no_repeat_ngram_size > 0:
-                block_repeated_ngrams(beams.tokens[:, : step + 1], lprobs, self.no_repeat_ngram_size)
-
-            cand_scores, cand_indices, cand_beams = self._best_candidates(step, lprobs, beams)
+            forcing_prefix = prefix_tokens is not None and step < prefix_tokens.size(1)
+            if self.one_pass and not forcing_prefix and step < max_len:
+                if self.no_repeat_ngram_size > 0:  # -inf stays -inf under every rule: blocking first is the same
+                    block_repeated_ngrams(beams.tokens[:, : step + 1], lprobs, self.no_repeat_ngram_size)
+                cand_scores, cand_beams, cand_indices = compiled_candidates.best_candidates(
+                    lprobs, beams.scores[:, step - 1] if step > 0 else None, beam, self._candidate_count(step),
+                    self.pad, self.unk, self.unk_penalty, self.eos, step < self.min_len)
+            else:
+                self._constrain(lprobs, step, max_len, beams, prefix_tokens)
+                if self.no_repeat_ngram_size > 0:
+                    block_repeated_ngrams(beams.tokens[:, : step + 1], lprobs, self.no_repeat_ngram_size)
+                cand_scores, cand_indices, cand_beams = self._best_candidates(step, lprobs, beams)
             live = cand_scores.size(0)
             cand_rows = cand_beams + (torch.arange(live, device=cand_beams.device) * beam).unsqueeze(1)
             eos_mask = cand_indices.eq(self.eos) & cand_scores.ne(NEG_INF)
@@ -220,9 +239,13 @@ class BeamSearch:
         else:
             by_sentence = by_sentence + beams.scores.view(live, beam, -1)[:, :, step - 1].unsqueeze(-1)
         flat = by_sentence.reshape(live, -1)
-        cand_scores, flat_indices = torch.topk(flat, k=min(2 * beam, flat.size(1) - 1))
+        cand_scores, flat_indices = torch.topk(flat, k=self._candidate_count(step))
         cand_beams = torch.div(flat_indices, self.vocab_size, rounding_mode="trunc")
         return cand_scores, flat_indices.fmod(self.vocab_size), cand_beams
+
+    def _candidate_count(self, step: int) -> int:
+        """Twice the beam, in case half end in </s>; fewer if a sentence has fewer extensions."""
+        return min(2 * self.beam, (1 if step == 0 else self.beam) * self.vocab_size - 1)
 
     def _length_normalizer(self, step: int) -> Optional[float]:
         """The divisor of a hypothesis finished at ``step`` (step + 1 tokens with </s>)."""

@@ -78,11 +78,14 @@ OPTION_SETS = [
 ]
 
 
+@pytest.mark.parametrize("one_pass", [True, False], ids=["compiled candidates", "torch operations"])
 @pytest.mark.parametrize("options", OPTION_SETS)
-def test_every_finished_hypothesis_is_fairseqs(model, options):
+def test_every_finished_hypothesis_is_fairseqs(model, options, one_pass):
     src, lengths = _batch(seed=options["beam_size"])
     expected = _fairseq(model, src, lengths, **options)
-    actual = BeamSearch(model, TGT, **options).generate(src, lengths)
+    search = BeamSearch(model, TGT, one_pass=one_pass, **options)
+    assert search.one_pass == one_pass
+    actual = search.generate(src, lengths)
     lengths_seen = _assert_same(actual, expected)
     assert len(lengths_seen) > 2  # hypotheses really ended at different steps
 
@@ -128,15 +131,16 @@ def _ngrams(tokens, n):
     return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
 
 
+@pytest.mark.parametrize("one_pass", [True, False], ids=["compiled candidates", "torch operations"])
 @pytest.mark.parametrize("n", [2, 3])
-def test_repeated_ngrams_are_blocked_as_fairseqs_blocker_blocks_them_given_the_words(model, n):
+def test_repeated_ngrams_are_blocked_as_fairseqs_blocker_blocks_them_given_the_words(model, n, one_pass):
     src, lengths = _batch(seed=n)
     options = dict(beam_size=4, max_len_b=25)
     with torch.no_grad():
         model.decoder.fc3.bias[TGT.eos()] -= 3.0  # long outputs, where words repeat
     try:
         expected = _fairseq(model, src, lengths, blocker=WordsOnlyBlocker(n, use_extension=False), **options)
-        actual = BeamSearch(model, TGT, no_repeat_ngram_size=n, **options).generate(src, lengths)
+        actual = BeamSearch(model, TGT, no_repeat_ngram_size=n, one_pass=one_pass, **options).generate(src, lengths)
         unblocked = BeamSearch(model, TGT, **options).generate(src, lengths)
     finally:
         with torch.no_grad():

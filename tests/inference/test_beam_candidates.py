@@ -1,0 +1,119 @@
+"""The compiled candidate selection (beam_candidates.cpp) against beam_search.py's torch operations.
+
+One pass over each sentence's beam must give what ``_constrain`` followed by
+``_best_candidates`` give as torch operations (fairseq's rules and fairseq's top-k):
+the same values to the bit, the same beams and tokens, in the same order. Where a
+sentence has fewer possible words than candidates (tiny vocabularies here), the rest
+are -inf, and torch.topk orders equal values as its partial sort leaves them: there
+only the values are compared. Such candidates never finish (fairseq drops -inf </s>)
+and a -inf hypothesis never outscores a finite one, so which word it holds changes no output.
+"""
+
+import math
+
+import pytest
+import torch
+
+from fconv_plugin.inference import beam_search
+from fconv_plugin.inference.beam_search import BeamSearch, _Beams
+from tests.support import make_dictionary
+
+PAD, EOS, UNK = 1, 2, 3
+
+
+def test_the_compiled_pass_is_built_by_the_install():
+    """scripts/setup_env.sh installs the package, which compiles beam_candidates.cpp against its torch."""
+    assert beam_search.compiled_candidates is not None, (
+        "fconv_plugin/inference/_beam_candidates is not built; reinstall the package with pip install --no-build-isolation -e .")
+
+
+class _Search(BeamSearch):
+    """Only the settings the candidate selection reads; no model."""
+
+    def __init__(self, vocab_size, beam, unk_penalty, min_len):
+        self.pad, self.unk, self.eos, self.vocab_size = PAD, UNK, EOS, vocab_size
+        self.beam, self.unk_penalty, self.min_len = beam, unk_penalty, min_len
+
+
+def _with_torch_operations(search, lprobs, beams, step, max_len):
+    lprobs = lprobs.clone()
+    search._constrain(lprobs, step, max_len, beams, None)
+    return search._best_candidates(step, lprobs, beams)
+
+
+def _compiled(search, lprobs, beams, step):
+    return beam_search.compiled_candidates.best_candidates(
+        lprobs, beams.scores[:, step - 1] if step > 0 else None, search.beam, search._candidate_count(step),
+        PAD, UNK, search.unk_penalty, EOS, step < search.min_len)
+
+
+def _case(seed, sentences, beam, vocab, step):
+    generator = torch.Generator().manual_seed(seed)
+    lprobs = torch.log_softmax(torch.randn(sentences * beam, vocab, generator=generator) * 4, dim=-1)
+    lprobs[lprobs < -12] = -math.inf  # words the model rules out
+    beams = _Beams(sentences, beam, max_len=20, eos=EOS, pad=PAD, device="cpu")
+    beams.scores[:, :step] = -torch.rand(sentences * beam, step, generator=generator).cumsum(dim=1) * 3
+    return lprobs, beams
+
+
+@pytest.mark.parametrize("sentences,beam,vocab", [(16, 5, 4576), (3, 5, 30), (4, 1, 50), (2, 6, 9), (1, 2, 4)])
+@pytest.mark.parametrize("step", [0, 1, 7])
+@pytest.mark.parametrize("unk_penalty,min_len", [(0.0, 1), (1.5, 10), (-3.0, 3)])
+def test_one_pass_gives_the_candidates_of_the_torch_operations(sentences, beam, vocab, step, unk_penalty, min_len):
+    search = _Search(vocab, beam, unk_penalty, min_len)
+    lprobs, beams = _case(seed=sentences * vocab + step, sentences=sentences, beam=beam, vocab=vocab, step=step)
+    expected_scores, expected_tokens, expected_beams = _with_torch_operations(search, lprobs, beams, step, max_len=20)
+    scores, beams_chosen, tokens = _compiled(search, lprobs, beams, step)
+    _assert_same_candidates((scores, tokens, beams_chosen), (expected_scores, expected_tokens, expected_beams))
+    if step < min_len:
+        assert not tokens.eq(EOS).any() or bool(scores[tokens.eq(EOS)].isinf().all())
+
+
+def _assert_same_candidates(actual, expected):
+    """Equal values everywhere; equal words and beams wherever the value is finite."""
+    scores, tokens, beams_chosen = actual
+    assert torch.equal(scores, expected[0])
+    possible = scores.isfinite()
+    assert possible.sum() > 0
+    assert torch.equal(tokens[possible], expected[1][possible])
+    assert torch.equal(beams_chosen[possible], expected[2][possible])
+
+
+def test_rows_with_nan_are_ruled_out_as_fairseq_rules_them_out():
+    search = _Search(vocab_size=40, beam=4, unk_penalty=0.5, min_len=1)
+    lprobs, beams = _case(seed=3, sentences=5, beam=4, vocab=40, step=2)
+    lprobs[1] = math.nan  # a hypothesis whose distribution broke
+    lprobs[6, 10:20] = math.nan
+    lprobs[8:12] = math.nan  # a whole sentence: its candidates are -inf
+    expected = _with_torch_operations(search, lprobs, beams, step=2, max_len=20)
+    scores, beams_chosen, tokens = _compiled(search, lprobs, beams, step=2)
+    _assert_same_candidates((scores, tokens, beams_chosen), expected)
+    assert not scores.isnan().any()
+    assert bool(scores[2].isinf().all())
+
+
+def test_a_small_case_by_hand():
+    """One sentence, beam 2, six words; scores -1 and -2; unk penalty 1; </s> allowed.
+    Binary fractions, so every sum is exact."""
+    lprobs = torch.tensor([[-0.5, -0.25, -2.0, -0.25, -3.0, -0.75],
+                           [-0.25, -0.5, -0.125, -5.0, -0.25, -9.0]])
+    scores = torch.tensor([-1.0, -2.0])
+    values, beams_chosen, tokens = beam_search.compiled_candidates.best_candidates(
+        lprobs, scores, 2, 4, PAD, UNK, 1.0, EOS, False)
+    # row 0: word 0 -1.5, pad ruled out, </s> -3.0, unk -0.25-1-1 = -2.25, word 4 -4.0, word 5 -1.75
+    # row 1: word 0 -2.25, pad ruled out, </s> -2.125, unk -8.0, word 4 -2.25, word 5 -11.0
+    assert values.tolist() == [[-1.5, -1.75, -2.125, -2.25]]
+    # three candidates at -2.25: the lowest index (row 0's unk) is the one kept
+    assert tokens.tolist() == [[0, 5, 2, 3]] and beams_chosen.tolist() == [[0, 0, 1, 0]]
+    values, beams_chosen, tokens = beam_search.compiled_candidates.best_candidates(
+        lprobs, scores, 2, 4, PAD, UNK, 1.0, EOS, True)  # before min_len: no </s>
+    assert values.tolist() == [[-1.5, -1.75, -2.25, -2.25]]
+    assert tokens.tolist() == [[0, 5, 3, 0]] and beams_chosen.tolist() == [[0, 0, 0, 1]]
+
+
+def test_equal_candidates_go_lowest_index_first():
+    lprobs = torch.full((2, 8), -1.0)
+    values, beams_chosen, tokens = beam_search.compiled_candidates.best_candidates(
+        lprobs, torch.zeros(2), 2, 4, PAD, UNK, 0.0, EOS, False)
+    assert values.tolist() == [[-1.0] * 4]
+    assert beams_chosen.tolist() == [[0, 0, 0, 0]] and tokens.tolist() == [[0, 2, 3, 4]]
