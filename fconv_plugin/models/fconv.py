@@ -31,7 +31,7 @@ from ..modules import (
     scale_gradient,
     swap_in_int8_modules_,
 )
-from ..modules.conv_block import SQRT_HALF, plan_conv_stack, residual_projection, same_length_padding
+from ..modules.conv_block import SQRT_HALF, GatedLinearUnit, plan_conv_stack, residual_projection, same_length_padding
 from ..modules.embeddings import positional_embedding_or_none
 from .architectures import base_architecture
 from .checkpoint_compat import check_dictionary_sizes, upgrade_decoder_weight_norm
@@ -224,6 +224,7 @@ class FConvEncoder(FairseqEncoder):
         self.plans = plan_conv_stack(convolutions, convolutions[0].out_channels)
         self.fc1 = WeightNormLinear(embed_dim, self.plans[0].in_channels, dropout=dropout)
         self.projections = nn.ModuleList([residual_projection(plan) for plan in self.plans])
+        self.gate = GatedLinearUnit()
         self.convolutions = nn.ModuleList(
             [WeightNormConvTBC(p.in_channels, 2 * p.out_channels, p.kernel_size, dropout=dropout) for p in self.plans]
         )
@@ -258,7 +259,8 @@ class FConvEncoder(FairseqEncoder):
                 return self.convolutions[index].convolve(x, padding=left)
             return self.convolutions[index].convolve(nn.functional.pad(x, (0, 0, 0, 0, left, right)))
 
-        x = forward_conv_blocks(x, self.plans, self.projections, convolve, self.dropout_module, padding=time_padding)
+        x = forward_conv_blocks(x, self.plans, self.projections, convolve, self.dropout_module, self.gate,
+                                padding=time_padding)
 
         x = self.fc2(x.transpose(0, 1))
         if padding_mask is not None:
@@ -315,6 +317,7 @@ class FConvDecoder(FairseqIncrementalDecoder):
             attention = [True] * len(self.plans)
         self.fc1 = WeightNormLinear(embed_dim, self.plans[0].in_channels, dropout=dropout)
         self.projections = nn.ModuleList([residual_projection(plan) for plan in self.plans])
+        self.gate = GatedLinearUnit()
         self.convolutions = nn.ModuleList(
             [CausalConvolution(p.in_channels, 2 * p.out_channels, p.kernel_size, dropout=dropout) for p in self.plans]
         )
@@ -379,7 +382,7 @@ class FConvDecoder(FairseqIncrementalDecoder):
                 attention_weights.append(weights)
             return _swap_time_and_batch(x, incremental)
 
-        x = forward_conv_blocks(x, self.plans, self.projections, convolve, self.dropout_module, attend)
+        x = forward_conv_blocks(x, self.plans, self.projections, convolve, self.dropout_module, self.gate, attend)
 
         x = self.fc2(_swap_time_and_batch(x, incremental))
         x = self.dropout_module(x)

@@ -9,6 +9,8 @@ Encoder and decoder lay the blocks out from one spec, a list of
 ``(out_channels, kernel_width[, residual])``; ``residual`` is how many blocks back
 the residual comes from (default 1, 0 for none), and both run them with
 ``forward_conv_blocks``; the decoder adds its attention inside each block (§3.3).
+The gate is a module (``GatedLinearUnit``, no parameters) so that a model's int8 form
+can swap in one that computes it in float64 (``modules/int8.py``).
 """
 
 import math
@@ -81,9 +83,12 @@ def select_residual(
     return residual if projection is None else projection(residual)
 
 
-def gated_linear_unit(x: Tensor) -> Tensor:
-    """v([A B]) = A ⊗ σ(B) over the last dimension."""
-    return F.glu(x, dim=-1)
+class GatedLinearUnit(nn.Module):
+    """v([A B]) = A ⊗ σ(B) over the last dimension (§3.2). No parameters: it adds nothing
+    to the state dict."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.glu(x, dim=-1)
 
 
 def add_residual(x: Tensor, residual: Optional[Tensor]) -> Tensor:
@@ -107,13 +112,15 @@ def forward_conv_blocks(
     projections: Sequence[Optional[nn.Module]],
     convolve: Callable[[int, Tensor], Tensor],
     dropout: Callable[[Tensor], Tensor],
+    gate: Callable[[Tensor], Tensor],
     attend: Optional[Callable[[int, Tensor], Tensor]] = None,
     padding: Optional[Tensor] = None,
 ) -> Tensor:
     """The stack of blocks: h_l = (attend(v(conv(dropout(h_{l-1})))) + r_l) · √0.5.
 
-    ``convolve(l, x)`` is block l's convolution (with whatever padding its side needs)
-    and ``attend(l, x)``, when given, the decoder's attention step of block l.
+    ``convolve(l, x)`` is block l's convolution (with whatever padding its side needs),
+    ``gate`` the gated linear unit v (a ``GatedLinearUnit``) and ``attend(l, x)``, when
+    given, the decoder's attention step of block l.
     ``padding`` (time x batch x 1, True at padding; the encoder's) is zeroed before each
     block, so padded positions never reach real ones through the convolutions.
     """
@@ -122,7 +129,7 @@ def forward_conv_blocks(
         residual = select_residual(block_outputs, plan, projection)
         if padding is not None:
             x = x.masked_fill(padding, 0)
-        x = gated_linear_unit(convolve(index, dropout(x)))
+        x = gate(convolve(index, dropout(x)))
         if attend is not None:
             x = attend(index, x)
         x = add_residual(x, residual)

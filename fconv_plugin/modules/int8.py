@@ -13,7 +13,10 @@ read, and a copying model's mixture) run in float64 and are rounded back
 the number of sentences in the call, and int8 rounding would turn those bits into a
 different translation now and then.
 Embedding tables are stored the same way, and a looked-up row is turned back into
-float32.
+float32. The convolution blocks' gate σ runs in float64 too (``PreciseGatedLinearUnit``):
+torch's and onnxruntime's float32 sigmoids differ in the last bit now and then, and the
+next layer's int8 rounding turns such a bit into another translation; in float64 both
+round to the same float32, so an exported int8 model answers as torch's does.
 
 Convolutions become one matrix product over windows: a kernel (k, in, out) is the
 matrix (out, k · in), and the input is unfolded into its windows of k steps, the same
@@ -36,6 +39,7 @@ from torch import Tensor, nn
 
 from .attention import AttentionSums
 from .causal_convolution import CausalConvolution, CausalWindow
+from .conv_block import GatedLinearUnit
 from .embeddings import LearnedPositionalEmbedding, TokenEmbedding, positions_to_embed
 from .layer_swap import replace_layers_
 from .weight_norm import WeightNormalized, WeightNormConvTBC, WeightNormLinear
@@ -253,8 +257,23 @@ class BatchInvariantSums(AttentionSums):
         return values.double()
 
 
+class PreciseGatedLinearUnit(GatedLinearUnit):
+    """v([A B]) = A ⊗ σ(B) in float64, rounded back once: the int8 form of ``GatedLinearUnit``.
+
+    The gate feeds the next layer's int8 rounding, where a last-bit difference between
+    engines' float32 sigmoids becomes a different int8 code; float64 makes them agree."""
+
+    @classmethod
+    def from_float(cls, _gate: GatedLinearUnit) -> "PreciseGatedLinearUnit":
+        return cls()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.glu(x.double(), dim=-1).to(x.dtype)
+
+
 INT8_FORMS: Dict[type, Type[nn.Module]] = {
     AttentionSums: BatchInvariantSums,
+    GatedLinearUnit: PreciseGatedLinearUnit,
     WeightNormLinear: Int8Linear,
     WeightNormConvTBC: Int8ConvTBC,
     CausalConvolution: Int8CausalConvolution,

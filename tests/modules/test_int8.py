@@ -205,8 +205,8 @@ def test_the_attentions_sums_in_int8_models_are_float64_sums_rounded_back():
     assert torch.equal(sums.weights(queries, keys, None)[5:6], sums.weights(queries[5:6], keys[5:6], None))
 
 
-def test_quantising_a_copying_model_swaps_every_attention_sum_and_adds_no_state():
-    from fconv_plugin.modules.int8 import BatchInvariantSums
+def test_quantising_a_copying_model_swaps_every_attention_sum_and_gate_and_adds_no_state():
+    from fconv_plugin.modules.int8 import BatchInvariantSums, PreciseGatedLinearUnit
     from tests.support import DictionaryTask, build_plugin_model, make_dictionary
 
     words = make_dictionary(30)
@@ -218,7 +218,21 @@ def test_quantising_a_copying_model_swaps_every_attention_sum_and_adds_no_state(
     attention_sums = [layer.sums for layer in model.decoder.attention if layer is not None]
     assert attention_sums and all(type(s) is BatchInvariantSums for s in attention_sums)
     assert type(model.decoder.pointer_generator.sums) is BatchInvariantSums
-    assert not any("sums" in name for name in names | set(model.state_dict()))
+    assert type(model.encoder.gate) is PreciseGatedLinearUnit and type(model.decoder.gate) is PreciseGatedLinearUnit
+    assert not any("sums" in name or name.startswith(("encoder.gate", "decoder.gate")) for name in names | set(model.state_dict()))
+
+
+def test_the_gate_of_int8_models_is_float64_rounded_back():
+    """v([A B]) = A · σ(B) computed in float64 by hand, rounded to float32 once."""
+    from fconv_plugin.modules.conv_block import GatedLinearUnit
+    from fconv_plugin.modules.int8 import PreciseGatedLinearUnit
+
+    torch.manual_seed(0)
+    x = torch.randn(7, 3, 64) * 6
+    a, b = x.double().chunk(2, dim=-1)
+    by_hand = (a / (1.0 + torch.exp(-b))).float()
+    assert torch.equal(PreciseGatedLinearUnit.from_float(GatedLinearUnit())(x), by_hand)
+    assert torch.equal(GatedLinearUnit()(x), torch.nn.functional.glu(x, dim=-1))  # float32 models: as fairseq
 
 
 def test_the_int8_mixture_gives_a_sentence_the_same_bits_alone_and_beside_a_longer_padded_source():
