@@ -268,7 +268,8 @@ class PreciseGatedLinearUnit(GatedLinearUnit):
         return cls()
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.glu(x.double(), dim=-1).to(x.dtype)
+        a, b = x.double().chunk(2, dim=-1)
+        return (a / (1.0 + torch.exp(-b))).to(x.dtype)  # σ as Exp and Div: onnxruntime's float64 Sigmoid is slow
 
 
 INT8_FORMS: Dict[type, Type[nn.Module]] = {
