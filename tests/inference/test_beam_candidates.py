@@ -16,7 +16,6 @@ import torch
 
 from fconv_plugin.inference import beam_search
 from fconv_plugin.inference.beam_search import BeamSearch, _Beams
-from tests.support import make_dictionary
 
 PAD, EOS, UNK = 1, 2, 3
 
