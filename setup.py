@@ -14,19 +14,18 @@ def compiled_loops():
         print("fconv_plugin: torch is not installed here; building without the compiled loops "
               "(install torch first, then this package with --no-build-isolation)", file=sys.stderr)
         return {}
-    extension = CppExtension(
-        "fconv_plugin.modules._int8_rows", ["fconv_plugin/modules/int8_rows.cpp"],
+    loops = {
+        "fconv_plugin.modules._int8_rows": "fconv_plugin/modules/int8_rows.cpp",
+        "fconv_plugin.inference._beam_candidates": "fconv_plugin/inference/beam_candidates.cpp",
+    }
+    extensions = [
         # no implicit fused multiply-add (torch's rounding); errno never read, so fma and
         # nearbyint vectorise
-        extra_compile_args=["-O3", "-ffp-contract=off", "-fno-math-errno", "-fopenmp"],
-        extra_link_args=["-fopenmp"],
-    )
-    candidates = CppExtension(
-        "fconv_plugin.inference._beam_candidates", ["fconv_plugin/inference/beam_candidates.cpp"],
-        extra_compile_args=["-O3", "-ffp-contract=off", "-fno-math-errno", "-fopenmp"],
-        extra_link_args=["-fopenmp"],
-    )
-    return {"ext_modules": [extension, candidates], "cmdclass": {"build_ext": BuildExtension.with_options(use_ninja=False)}}
+        CppExtension(name, [source], extra_compile_args=["-O3", "-ffp-contract=off", "-fno-math-errno", "-fopenmp"],
+                     extra_link_args=["-fopenmp"])
+        for name, source in loops.items()
+    ]
+    return {"ext_modules": extensions, "cmdclass": {"build_ext": BuildExtension.with_options(use_ninja=False)}}
 
 
 setup(
