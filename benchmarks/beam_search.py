@@ -114,8 +114,7 @@ def main():
 
         generator, models, ours = both_searches(translator, {})
         calls = batches(translator, encoded, args.call)
-        torch_operations = TimedSearch.like(generator, models[0])
-        torch_operations.one_pass = False
+        torch_operations = TimedSearch.like(generator, models[0], one_pass=False)
         searches = {"fairseq's SequenceGenerator": None, "the core's BeamSearch": ours,
                     "the core's, torch top-k": torch_operations}
         seconds = {name: [] for name in searches}

@@ -75,10 +75,11 @@ class BeamSearch:
         self._reorderers = [m for m in model.decoder.modules() if hasattr(m, "reorder_incremental_state")]
 
     @classmethod
-    def like(cls, generator, model) -> Optional["BeamSearch"]:
+    def like(cls, generator, model, one_pass: bool = True) -> Optional["BeamSearch"]:
         """This search with a fairseq ``SequenceGenerator``'s settings, or None when that
         generator does more than plain beam search with one model (sampling, diverse beams,
-        constraints, an ensemble, a language model, temperature, suppressed tokens)."""
+        constraints, an ensemble, a language model, temperature, suppressed tokens).
+        ``one_pass`` as the constructor's."""
         from fairseq import search
         from fairseq.models import FairseqIncrementalDecoder
         from fairseq.sequence_generator import SequenceGenerator
@@ -101,7 +102,7 @@ class BeamSearch:
             max_len_b=generator.max_len_b, max_len=generator.max_len, min_len=generator.min_len,
             normalize_scores=generator.normalize_scores, len_penalty=generator.len_penalty,
             unk_penalty=generator.unk_penalty,
-            no_repeat_ngram_size=0 if blocker is None else blocker.no_repeat_ngram_size,
+            no_repeat_ngram_size=0 if blocker is None else blocker.no_repeat_ngram_size, one_pass=one_pass,
         )
 
     @torch.no_grad()

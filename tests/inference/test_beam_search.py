@@ -180,6 +180,7 @@ def test_only_plain_beam_search_with_one_model_takes_the_vectorised_path(model):
 
     plain = BeamSearch.like(generator(len_penalty=0.7, unk_penalty=0.2, min_len=2, no_repeat_ngram_size=3), model)
     assert (plain.beam, plain.len_penalty, plain.unk_penalty, plain.min_len, plain.no_repeat_ngram_size) == (4, 0.7, 0.2, 2, 3)
+    assert plain.one_pass and not BeamSearch.like(generator(), model, one_pass=False).one_pass
     assert BeamSearch.like(generator(search_strategy=fairseq_search.Sampling(TGT)), model) is None
     assert BeamSearch.like(generator(temperature=0.5), model) is None
     assert BeamSearch.like(generator(match_source_len=True), model) is None
