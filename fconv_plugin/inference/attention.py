@@ -41,7 +41,7 @@ def layer_attention(model, src_tokens: Tensor, target_tokens: Tensor) -> Tuple[L
     ``src_tokens`` and ``target_tokens`` are one sentence each, both ending in </s>."""
     eos = model.decoder.dictionary.eos()
     prev_output_tokens = torch.cat([target_tokens.new_tensor([eos]), target_tokens[:-1]]).unsqueeze(0)
-    details = teacher_forced_details(model, src_tokens.unsqueeze(0), torch.tensor([src_tokens.numel()]), prev_output_tokens)
+    details = teacher_forced_details(model, src_tokens.unsqueeze(0), src_tokens.new_tensor([src_tokens.numel()]), prev_output_tokens)
     layers = [weights[0] for weights in details["attention"]]
     p_gen = details.get("p_gen")
     return layers, None if p_gen is None else p_gen[0]

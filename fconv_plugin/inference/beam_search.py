@@ -69,7 +69,7 @@ class BeamSearch:
         self.len_penalty = len_penalty
         self.unk_penalty = unk_penalty
         self.no_repeat_ngram_size = no_repeat_ngram_size
-        # the compiled candidate selection where it is built; False: torch operations throughout
+        # the compiled candidate selection (a CPU loop) where it is built; on a GPU, or False: torch operations
         self.one_pass = one_pass and compiled_candidates is not None
         # the modules that keep decoding state, in the order fairseq reorders them
         self._reorderers = [m for m in model.decoder.modules() if hasattr(m, "reorder_incremental_state")]
@@ -142,7 +142,7 @@ class BeamSearch:
             if attention and step_attention is not None:
                 beams.record_attention(step, step_attention)
             forcing_prefix = prefix_tokens is not None and step < prefix_tokens.size(1)
-            if self.one_pass and not forcing_prefix and step < max_len:
+            if self.one_pass and lprobs.is_cpu and not forcing_prefix and step < max_len:
                 if self.no_repeat_ngram_size > 0:  # -inf stays -inf under every rule: blocking first is the same
                     block_repeated_ngrams(beams.tokens[:, : step + 1], lprobs, self.no_repeat_ngram_size)
                 cand_scores, cand_beams, cand_indices = compiled_candidates.best_candidates(

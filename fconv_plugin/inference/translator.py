@@ -93,6 +93,28 @@ def unk_replaced_text(hypo_tokens, attended_positions, source_words, tgt_dict, u
     return data_utils.post_process(text, remove_bpe) if remove_bpe is not None else text
 
 
+def inference_device(cfg) -> torch.device:
+    """Where a model runs, as fairseq-interactive decides: the GPU when there is one,
+    unless ``--cpu``."""
+    return torch.device("cuda" if torch.cuda.is_available() and not cfg.common.cpu else "cpu")
+
+
+def place_model(model, cfg, device: torch.device) -> None:
+    """The model in ``--fp16`` or ``--bf16`` precision on ``device``. Half precision is for
+    GPUs, int8 (fconv-quantize) for CPUs: other pairings get a one-line error."""
+    precision = "--fp16" if cfg.common.fp16 else "--bf16" if cfg.common.bf16 else None
+    int8 = any(isinstance(module, Int8Weight) for module in model.modules())
+    if int8 and (precision or device.type != "cpu"):
+        raise FConvError(f"an int8 model (fconv-quantize) runs in float32 on the CPU; drop {precision or 'the GPU: add --cpu'}")
+    if precision and device.type == "cpu":
+        raise FConvError(f"{precision} needs a GPU and none is in use; drop {precision} (or --cpu) to translate in float32")
+    if cfg.common.fp16:
+        model.half()
+    elif cfg.common.bf16:
+        model.bfloat16()
+    model.to(device)
+
+
 class Translator:
     """One model with its task, tokenizer and BPE, built from fairseq-interactive's options.
 
@@ -123,8 +145,10 @@ class Translator:
                 suffix=cfg.checkpoint.checkpoint_suffix, strict=(cfg.checkpoint.checkpoint_shard_count == 1),
                 num_shards=cfg.checkpoint.checkpoint_shard_count,
             )
+        self.device = inference_device(cfg)
         for model in self.models:
             model.prepare_for_inference_(cfg)
+            place_model(model, cfg, self.device)
         self.arch = getattr(model_cfg.model, "arch", None) or getattr(model_cfg.model, "_name", "?")
         self.tokenizer = self.task.build_tokenizer(cfg.tokenizer)
         self.bpe = self.task.build_bpe(cfg.bpe)
@@ -256,10 +280,11 @@ class Translator:
         remove_bpe = self.cfg.common_eval.post_process
         results: List[Optional[Translation]] = [None] * len(sentences)
         for ids, src_tokens, src_lengths in self._batches(encoded, max_tokens, max_sentences):
+            on_device = src_tokens.to(self.device), src_lengths.to(self.device)
             if search is not None:
-                batch_hypos = search.generate(src_tokens, src_lengths, attention=needs_attention)
+                batch_hypos = search.generate(*on_device, attention=needs_attention)
             else:
-                sample = {"net_input": {"src_tokens": src_tokens, "src_lengths": src_lengths}}
+                sample = {"net_input": {"src_tokens": on_device[0], "src_lengths": on_device[1]}}
                 batch_hypos = self.task.inference_step(generator, models, sample)
             for row, (index, hypos) in enumerate(zip(ids, batch_hypos)):
                 source_row = src_tokens[row]
@@ -267,7 +292,7 @@ class Translator:
                 for hypo in hypos[: options.nbest]:
                     tokens = hypo["tokens"].int().cpu()
                     if unk_dictionary is not None:
-                        positions = attended_source_positions(hypo["attention"], source_row, src_dict.pad(), src_dict.eos())
+                        positions = attended_source_positions(hypo["attention"].float().cpu(), source_row, src_dict.pad(), src_dict.eos())
                         text = unk_replaced_text(tokens, positions, encoded[index].split(), tgt_dict, unk_dictionary,
                                                  strip, remove_bpe)
                     else:
@@ -279,7 +304,7 @@ class Translator:
                         positional_scores=(hypo["positional_scores"].double() / LN2).tolist(),
                     )
                     if alignment:
-                        pairs = utils.extract_hard_alignment(hypo["attention"].transpose(1, 0), source_row, tokens,
+                        pairs = utils.extract_hard_alignment(hypo["attention"].float().cpu().transpose(1, 0), source_row, tokens,
                                                              tgt_dict.pad(), tgt_dict.eos())
                         result.alignment = [(int(s), int(t)) for s, t in pairs]
                     if attention:
@@ -348,11 +373,11 @@ class Translator:
     def _teacher_forced(self, src_tokens: torch.Tensor, target_tokens: torch.Tensor):
         """Each attention layer's weights (and p_gen) for one sentence and its translation."""
         model = self.models[0]
-        layers, p_gen = layer_attention(model, src_tokens, target_tokens.long())
+        layers, p_gen = layer_attention(model, src_tokens.to(self.device), target_tokens.long().to(self.device))
         src_dict, tgt_dict = self.task.source_dictionary, self.task.target_dictionary
         attention = LayerAttention(
             source=readable([src_dict[i] for i in src_tokens.tolist()]),
             target=readable([tgt_dict[i] for i in target_tokens.tolist()]),
-            layers=[layer.tolist() for layer in layers],
+            layers=[layer.float().tolist() for layer in layers],
         )
-        return attention, (None if p_gen is None else p_gen.tolist())
+        return attention, (None if p_gen is None else p_gen.float().tolist())

@@ -4,7 +4,9 @@ call, documents, --replace-unk, int8 and copying models."""
 import random
 
 import pytest
+import torch
 
+from fconv_plugin.errors import FConvError
 from fconv_plugin.inference import Translator
 from tests.cli.conftest import interactive_answers, run_tool, trained_model, unk_model, word_task  # noqa: F401
 
@@ -124,3 +126,22 @@ def test_the_cores_search_and_fairseqs_generator_give_the_same_translations(tran
         assert [r.hypotheses for r in ours] == [r.hypotheses for r in theirs], options
     with pytest.raises(Exception, match="search 'greedy': give one of vectorised, fairseq"):
         Translator.from_pretrained(save_dir / "checkpoint_best.pt", data_bin, search="greedy")
+
+
+def test_the_model_runs_where_and_in_the_precision_fairseq_interactive_would(trained_model, tmp_path):  # noqa: F811
+    """``--cpu`` keeps it on the CPU; ``--fp16``/``--bf16`` need a GPU and int8 needs the
+    CPU, each refused in one line where it cannot run (on a machine without a GPU, as here)."""
+    data_bin, save_dir, _ = trained_model
+    checkpoint = save_dir / "checkpoint_best.pt"
+    translator = Translator.from_pretrained(checkpoint, data_bin, cpu=True)
+    assert translator.device.type == "cpu"
+    assert {p.dtype for p in translator.models[0].parameters()} == {torch.float32}
+    if torch.cuda.is_available():  # the GPU path is run by benchmarks/gpu.py on a GPU machine
+        return
+    for flag in ("fp16", "bf16"):
+        with pytest.raises(FConvError, match=f"^--{flag} needs a GPU and none is in use; drop --{flag}"):
+            Translator.from_pretrained(checkpoint, data_bin, **{flag: True})
+    int8 = tmp_path / "int8.pt"
+    run_tool("fconv-quantize", checkpoint, int8)
+    with pytest.raises(FConvError, match="^an int8 model .* runs in float32 on the CPU; drop --fp16"):
+        Translator.from_pretrained(int8, data_bin, fp16=True)
