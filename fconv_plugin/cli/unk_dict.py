@@ -76,7 +76,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     compat.install()  # a fairseq command of the plugin's own: checkpoints load safely, errors print as one line
 
-    translator = Translator.from_pretrained(args.path, args.data, source_lang=args.source_lang, target_lang=args.target_lang)
+    translator = Translator.from_pretrained(args.path, args.data, source_lang=args.source_lang, target_lang=args.target_lang,
+                                            cpu=True)  # count_alignments reads CPU tensors
     pairs = _read_bitext(args.source_text, args.target_text)
     model, task = translator.models[0], translator.task
     counts = count_alignments(model, task.source_dictionary, task.target_dictionary, pairs, args.batch_size, translator.source_limit)

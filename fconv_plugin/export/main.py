@@ -70,7 +70,7 @@ def load_model(checkpoint: str, data_bin: str, source_lang: str = None, target_l
     """The checkpoint's float32 fconv model, its task (dictionaries read from ``data_bin``) and
     arch, loaded by the inference core as every other face loads it."""
     translator = Translator.from_pretrained(checkpoint, os.path.abspath(data_bin), source_lang=source_lang,
-                                            target_lang=target_lang)
+                                            target_lang=target_lang, cpu=True)  # traced on the CPU
     model = translator.models[0]
     if not hasattr(model, "quantize_int8_"):
         raise FConvError(f"{checkpoint} holds a {type(model).__name__}, not an fconv model")

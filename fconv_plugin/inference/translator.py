@@ -104,8 +104,10 @@ def place_model(model, cfg, device: torch.device) -> None:
     GPUs, int8 (fconv-quantize) for CPUs: other pairings get a one-line error."""
     precision = "--fp16" if cfg.common.fp16 else "--bf16" if cfg.common.bf16 else None
     int8 = any(isinstance(module, Int8Weight) for module in model.modules())
-    if int8 and (precision or device.type != "cpu"):
-        raise FConvError(f"an int8 model (fconv-quantize) runs in float32 on the CPU; drop {precision or 'the GPU: add --cpu'}")
+    if int8 and precision:
+        raise FConvError(f"an int8 model (fconv-quantize) computes in int8 and float32; drop {precision}")
+    if int8 and device.type != "cpu":
+        raise FConvError("an int8 model (fconv-quantize) runs on the CPU; add --cpu")
     if precision and device.type == "cpu":
         raise FConvError(f"{precision} needs a GPU and none is in use; drop {precision} (or --cpu) to translate in float32")
     if cfg.common.fp16:
