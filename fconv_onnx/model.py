@@ -17,9 +17,12 @@ from .text import TextPipeline, Vocabulary
 
 
 class ExportedModel:
-    """Sessions for encoder.onnx and decoder.onnx, with the state of the current batch."""
+    """Sessions for encoder.onnx and decoder.onnx, with the state of the current batch.
 
-    def __init__(self, directory: str, threads: Optional[int] = None):
+    ``profile_prefix``: onnxruntime profiles every node run, for ``decoder.end_profiling()``
+    (and the encoder's) to write out (``benchmarks/onnx_profile.py``)."""
+
+    def __init__(self, directory: str, threads: Optional[int] = None, profile_prefix: Optional[str] = None):
         self.directory = directory
         self.manifest = manifest = Manifest.read(directory)
         symbols = manifest.symbols
@@ -32,6 +35,9 @@ class ExportedModel:
         if threads:
             options.intra_op_num_threads = threads
         options.log_severity_level = 3  # errors only
+        if profile_prefix:  # onnxruntime's own profile: each session's end_profiling() writes it
+            options.enable_profiling = True
+            options.profile_file_prefix = profile_prefix
         providers = ["CPUExecutionProvider"]
         self.encoder = onnxruntime.InferenceSession(os.path.join(directory, manifest.encoder), options, providers=providers)
         self.decoder = onnxruntime.InferenceSession(os.path.join(directory, manifest.decoder), options, providers=providers)

@@ -173,3 +173,27 @@ def test_a_copying_model_translates_as_fairseq_interactive(name_task, without_to
     answers = _answers_equal(result, expected)
     names = [line.split()[0] for line in (root / "test.tgt").read_text().splitlines()[:30]]
     assert sum(text.split()[:1] == [name] for (_, text), name in zip(answers, names)) >= 24  # copied, as in fairseq
+
+
+def test_onnxruntimes_profile_is_written_only_when_asked_for(exported, tmp_path):
+    """``ExportedModel(profile_prefix=...)`` turns on onnxruntime's profiler: every node run of
+    the decoder step is in the file ``end_profiling`` writes (benchmarks/onnx_profile.py reads it)."""
+    from fconv_onnx.beam_search import generate
+    from fconv_onnx.model import ExportedModel
+    from fconv_onnx.translate import pad_left
+
+    _, _, root, _ = exported
+    profiled = ExportedModel(str(root / "float"), threads=1, profile_prefix=str(tmp_path / "profile"))
+    plain = ExportedModel(str(root / "float"), threads=1)
+    d = profiled.target_vocabulary
+    source = pad_left([profiled.source_vocabulary.encode("s1 s2 s3")], profiled.manifest.symbols.source_pad)
+    for model in (profiled, plain):
+        generate(model, source, 2, eos=d.eos, pad=d.pad, unk=d.unk, max_len_a=0.0, max_len_b=5,
+                 max_positions=model.max_target_positions)
+    path = profiled.decoder.end_profiling()
+    assert path.startswith(str(tmp_path / "profile"))
+    events = json.loads(open(path, encoding="utf-8").read())
+    steps = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
+    nodes = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    assert 1 <= len(steps) <= 6 and {"MatMul", "Softmax"} <= {e["args"]["op_name"] for e in nodes}
+    assert plain.decoder.end_profiling() == ""
