@@ -266,8 +266,8 @@ class _Beams:
         self.max_len = max_len
 
     def record_attention(self, step: int, step_attention: Tensor) -> None:
-        if self.attention is None:
-            self.attention = step_attention.new_empty(self.tokens.size(0), step_attention.size(1), self.max_len + 2)
+        if self.attention is None:  # float32 like the scores, whatever the model's precision (as fairseq keeps it)
+            self.attention = self.scores.new_empty(self.tokens.size(0), step_attention.size(1), self.max_len + 2)
         self.attention[:, :, step + 1].copy_(step_attention)
 
     def keep_sentences(self, kept: Tensor) -> None:

@@ -98,6 +98,17 @@ def test_the_attention_for_alignments_is_fairseqs(model):
     _assert_same(actual, expected, attention=True)
 
 
+def test_a_half_precision_models_attention_is_kept_in_float32_as_fairseq_keeps_it():
+    """--fp16/--bf16 on a GPU: the model's attention comes in half precision, and fairseq
+    keeps it (and the scores) in float32. bfloat16 on the CPU shows the same."""
+    attending = _model().to(torch.bfloat16).returning_attention()
+    src, lengths = _batch(seed=11)
+    expected = _fairseq(attending, src, lengths, beam_size=4)
+    actual = BeamSearch(attending, TGT, beam_size=4).generate(src, lengths, attention=True)
+    _assert_same(actual, expected, attention=True)
+    assert actual[0][0]["attention"].dtype == torch.float32
+
+
 def test_prefixes_of_different_lengths_are_forced_as_fairseq_forces_them(model):
     src, lengths = _batch(seed=5)
     generator = torch.Generator().manual_seed(5)
