@@ -42,6 +42,7 @@ warnings.filterwarnings("ignore")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from vs_ctranslate2 import quickstart_updates, scores, text_tools  # noqa: E402  the run's files, Moses and BPE, sacreBLEU
 
 PRECISIONS = ("float32", "float16", "bfloat16")
 ENGINES = ("fairseq fconv", "plugin, fairseq's generator", "plugin, core")
@@ -64,7 +65,7 @@ def pack(run: Path, dest: Path) -> None:
     """The files ``measure`` reads, with checkpoint_best.pt's model and options only."""
     import torch
 
-    from fconv_plugin.checkpoint_io import loading_fairseq_checkpoints
+    from fconv_plugin.checkpoint_io import read_checkpoint_file
 
     if dest.exists():
         sys.exit(f"gpu.py: {dest} exists; give a new directory (nothing was changed)")
@@ -72,18 +73,9 @@ def pack(run: Path, dest: Path) -> None:
     shutil.copytree(run / "data-bin", dest / "data-bin")
     for name in ("codes", "train.log", "test.raw.es", "test.raw.en"):
         shutil.copy(run / name, dest / name)
-    source = run / "checkpoints" / "checkpoint_best.pt"
-    with loading_fairseq_checkpoints(str(source)):
-        state = torch.load(source, map_location="cpu", weights_only=False)
+    state = read_checkpoint_file(str(run / "checkpoints" / "checkpoint_best.pt"))  # torch's safe loading
     state["last_optimizer_state"] = None
     torch.save(state, dest / "checkpoints" / "checkpoint_best.pt")
-
-
-def quickstart_updates(run: Path) -> int:
-    found = re.findall(r"num_updates (\d+)", (run / "train.log").read_text(encoding="utf-8"))
-    if not found:
-        sys.exit(f"gpu.py: {run}/train.log has no 'num_updates'; give a finished quickstart run")
-    return int(found[-1])
 
 
 def load(run: Path, checkpoint: Path):
@@ -104,8 +96,6 @@ def load(run: Path, checkpoint: Path):
 
 
 def encoded_sources(run: Path, task):
-    from vs_ctranslate2 import text_tools
-
     encode, decode = text_tools(run)
     lines = (run / "test.raw.es").read_text(encoding="utf-8").splitlines()
     references = (run / "test.raw.en").read_text(encoding="utf-8").splitlines()
@@ -178,12 +168,6 @@ def decode_with(engine: str, model, task, sources, size: int, beam: int, device:
         seconds = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated() if device == "cuda" else 0
     return {"tokens": [t.tolist() for t in best], "seconds": seconds, "peak_bytes": peak}
-
-
-def scores(outputs, references):
-    import sacrebleu
-
-    return sacrebleu.corpus_bleu(outputs, [references]).score, sacrebleu.corpus_chrf(outputs, [references]).score
 
 
 def measure_decoding(run: Path, verses: int, greedy_verses: int, device: str) -> list:

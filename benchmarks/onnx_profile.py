@@ -12,28 +12,20 @@ decoding step. It shows where the int8 export loses to torch's int8 model (docs/
 import argparse
 import collections
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from vs_ctranslate2 import text_tools  # noqa: E402  Moses and BPE as the quickstart applies them
+from vs_ctranslate2 import fconv_export, text_tools  # noqa: E402  the run's export; Moses and BPE as the quickstart applies them
 
 from fconv_onnx.beam_search import generate  # noqa: E402
 from fconv_onnx.model import ExportedModel  # noqa: E402
 from fconv_onnx.translate import pad_left  # noqa: E402
 
 CALL, BEAM, THREADS = 16, 5, 2
-
-
-def export(run: Path, out: Path, int8: bool) -> None:
-    subprocess.run([str(BIN / "fconv-export"), str(run / "checkpoints" / "checkpoint_best.pt"), str(run / "data-bin"),
-                    str(out), "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", str(run / "codes"),
-                    *(["--int8"] if int8 else [])], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def node_times(directory: Path, sources, prefix: str):
@@ -73,7 +65,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for name, int8 in (("float32", False), ("int8", True)):
             directory = Path(work) / name
-            export(args.run, directory, int8)
+            fconv_export(args.run, directory, int8)
             milliseconds, runs, steps, by_node, shapes = node_times(directory, sources, str(Path(work) / f"profile-{name}"))
             total = sum(milliseconds.values())
             print(f"\n{name}: decoder nodes {total:.0f} ms over {steps} steps ({len(sources)} verses, beam {BEAM} x {CALL})")

@@ -70,7 +70,7 @@ TRANSFORMER = [
 def quickstart_updates(run: Path) -> int:
     found = re.findall(r"num_updates (\d+)", (run / "train.log").read_text(encoding="utf-8"))
     if not found:
-        sys.exit(f"vs_ctranslate2: {run}/train.log has no 'num_updates'; give a finished quickstart run")
+        sys.exit(f"{run}/train.log has no 'num_updates'; give a finished quickstart run")
     return int(found[-1])
 
 
@@ -118,14 +118,19 @@ def onnx_directory(run: Path, engine: str) -> Path:
     return work_dir(run) / engine.replace(" ", "_")
 
 
+def fconv_export(run: Path, out: Path, int8: bool) -> None:
+    """The run's checkpoint_best.pt exported by fconv-export into ``out``, with the run's Moses and BPE."""
+    subprocess.run([str(BIN / "fconv-export"), str(run / "checkpoints" / "checkpoint_best.pt"), str(run / "data-bin"),
+                    str(out), "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", str(run / "codes"),
+                    *(["--int8"] if int8 else [])], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def export_onnx(run: Path) -> None:
     """fconv-export, float32 and --int8, made again by every run (by this version of the exporter)."""
-    for name, flags in (("onnx float32", []), ("onnx int8", ["--int8"])):
+    for name, int8 in (("onnx float32", False), ("onnx int8", True)):
         out = onnx_directory(run, name)
         shutil.rmtree(out, ignore_errors=True)  # this benchmark's own export from an earlier run
-        subprocess.run([str(BIN / "fconv-export"), str(run / "checkpoints" / "checkpoint_best.pt"), str(run / "data-bin"),
-                            str(out), "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", str(run / "codes"), *flags],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        fconv_export(run, out, int8)
 
 
 def int8_checkpoint(run: Path) -> Path:

@@ -99,11 +99,16 @@ def inference_device(cfg) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() and not cfg.common.cpu else "cpu")
 
 
+def has_int8_weights(model) -> bool:
+    """Whether ``model`` is fconv-quantize's int8 form."""
+    return any(isinstance(module, Int8Weight) for module in model.modules())
+
+
 def place_model(model, cfg, device: torch.device) -> None:
     """The model in ``--fp16`` or ``--bf16`` precision on ``device``. Half precision is for
     GPUs, int8 (fconv-quantize) for CPUs: other pairings get a one-line error."""
     precision = "--fp16" if cfg.common.fp16 else "--bf16" if cfg.common.bf16 else None
-    int8 = any(isinstance(module, Int8Weight) for module in model.modules())
+    int8 = has_int8_weights(model)
     if int8 and precision:
         raise FConvError(f"an int8 model (fconv-quantize) computes in int8 and float32; drop {precision}")
     if int8 and device.type != "cpu":
@@ -202,7 +207,7 @@ class Translator:
 
     @property
     def int8(self) -> bool:
-        return any(isinstance(module, Int8Weight) for module in self.models[0].modules())
+        return has_int8_weights(self.models[0])
 
     @property
     def copying(self) -> bool:
