@@ -268,6 +268,14 @@ class PreciseGatedLinearUnit(GatedLinearUnit):
         return cls()
 
     def forward(self, x: Tensor) -> Tensor:
+        if _compiled_loops() and x.dtype == torch.float32:
+            return fused_rows.gate(x)  # the same operations in two passes around torch's exp
+        return self.forward_in_torch_operations(x)
+
+    @staticmethod
+    def forward_in_torch_operations(x: Tensor) -> Tensor:
+        """The gate as torch operations: what an export traces, the reference the kernel
+        (``int8_rows.cpp``) is tested against bit for bit, and its stand-in where it is not built."""
         a, b = x.double().chunk(2, dim=-1)
         return (a / (1.0 + torch.exp(-b))).to(x.dtype)  # σ as Exp and Div: onnxruntime's float64 Sigmoid is slow
 

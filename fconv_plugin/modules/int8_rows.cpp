@@ -69,17 +69,74 @@ FCONV_INLINE void scale_back_row_body(const int32_t* __restrict sums, int64_t n,
   }
 }
 
-// out_i = sum_o c_o m_oi in float64, o in order (one lane per output i): a row vector times a
-// matrix. The attention's scores (c = query, m = keys: embed x source) and its read
-// (c = weights, m = values: source x embed) are both this.
-FCONV_INLINE void vector_times_matrix_body(const float* __restrict c, const float* __restrict m, int64_t inner,
-                                           int64_t outer, double* __restrict out) {
-  for (int64_t i = 0; i < outer; ++i) out[i] = 0.0;
-  for (int64_t o = 0; o < inner; ++o) {
-    const double c_o = c[o];
-    const float* __restrict m_o = m + o * outer;
-    for (int64_t i = 0; i < outer; ++i) out[i] += c_o * static_cast<double>(m_o[i]);
+// out_ri = sum_o c_ro m_oi in float64, o in order, for R rows of c at once: row vectors times one
+// matrix. The attention's scores (c = queries, m = keys: embed x source) and its read (c =
+// weights, m = values: source x embed) are both this, and a sentence's hypotheses (beam search's
+// rows) share its m. Every out_ri is the same sum in the same order as one row alone would get
+// (a product, then an addition, each rounded: no fused multiply-add), so blocking the rows
+// changes no bit; it reads each m_oi once for R rows, and keeps 8 outputs of each row in
+// registers across the whole sum.
+typedef double Doubles4 __attribute__((vector_size(32)));
+typedef float Floats4 __attribute__((vector_size(16), aligned(4)));  // may be unaligned
+
+template <int R>
+FCONV_INLINE void row_block_times_matrix(const float* __restrict c_rows, int64_t c_stride, const float* __restrict m,
+                                         int64_t inner, int64_t outer, double* __restrict out) {
+  std::vector<double> c_block(R * inner);  // the rows' c in float64 once, not once per 8 outputs
+  double* __restrict c = c_block.data();
+  for (int r = 0; r < R; ++r)
+    for (int64_t o = 0; o < inner; ++o) c[r * inner + o] = c_rows[r * c_stride + o];
+  int64_t i = 0;
+  for (; i + 8 <= outer; i += 8) {
+    Doubles4 low[R], high[R];
+    for (int r = 0; r < R; ++r) low[r] = high[r] = Doubles4{0.0, 0.0, 0.0, 0.0};
+    for (int64_t o = 0; o < inner; ++o) {
+      const Floats4* m_o = reinterpret_cast<const Floats4*>(m + o * outer + i);
+      const Doubles4 m_low = __builtin_convertvector(m_o[0], Doubles4), m_high = __builtin_convertvector(m_o[1], Doubles4);
+      for (int r = 0; r < R; ++r) {
+        const double c_ro = c[r * inner + o];
+        low[r] += c_ro * m_low;
+        high[r] += c_ro * m_high;
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int k = 0; k < 4; ++k) {
+        out[r * outer + i + k] = low[r][k];
+        out[r * outer + i + 4 + k] = high[r][k];
+      }
+    }
   }
+  for (; i < outer; ++i) {
+    for (int r = 0; r < R; ++r) {
+      double sum = 0.0;
+      for (int64_t o = 0; o < inner; ++o) sum += c[r * inner + o] * static_cast<double>(m[o * outer + i]);
+      out[r * outer + i] = sum;
+    }
+  }
+}
+
+constexpr int kRowsAtOnce = 5;  // a beam of 5 (the paper's) in one block: 10 of AVX2's 16 registers
+
+FCONV_INLINE void rows_times_matrix_body(const float* c, int64_t c_stride, const float* m, int64_t inner,
+                                             int64_t outer, int rows, double* out) {
+  switch (rows) {
+    case 1: row_block_times_matrix<1>(c, c_stride, m, inner, outer, out); break;
+    case 2: row_block_times_matrix<2>(c, c_stride, m, inner, outer, out); break;
+    case 3: row_block_times_matrix<3>(c, c_stride, m, inner, outer, out); break;
+    case 4: row_block_times_matrix<4>(c, c_stride, m, inner, outer, out); break;
+    default: row_block_times_matrix<kRowsAtOnce>(c, c_stride, m, inner, outer, out); break;
+  }
+}
+
+// The gate v([A B]) = A / (1 + e) of int8 models (PreciseGatedLinearUnit), given e = exp(-B)
+// computed by torch: a float64 division, rounded once to float32.
+FCONV_INLINE void negated_gate_half_body(const float* __restrict x, int64_t half, double* __restrict negated) {
+  for (int64_t j = 0; j < half; ++j) negated[j] = -static_cast<double>(x[half + j]);
+}
+
+FCONV_INLINE void gated_row_body(const float* __restrict x, const double* __restrict exp_negated, int64_t half,
+                                 float* __restrict y) {
+  for (int64_t j = 0; j < half; ++j) y[j] = static_cast<float>(static_cast<double>(x[j]) / (1.0 + exp_negated[j]));
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -100,8 +157,11 @@ FCONV_DISPATCHED(quantize_row, (const float* x, int64_t n, int8_t* q, float* sca
 FCONV_DISPATCHED(scale_back_row,
                  (const int32_t* sums, int64_t n, float row_scale, const float* column_scale, const float* bias, float* y),
                  (sums, n, row_scale, column_scale, bias, y))
-FCONV_DISPATCHED(vector_times_matrix, (const float* c, const float* m, int64_t inner, int64_t outer, double* out),
-                 (c, m, inner, outer, out))
+FCONV_DISPATCHED(rows_times_matrix,
+                 (const float* c, int64_t c_stride, const float* m, int64_t inner, int64_t outer, int rows, double* out),
+                 (c, c_stride, m, inner, outer, rows, out))
+FCONV_DISPATCHED(negated_gate_half, (const float* x, int64_t half, double* negated), (x, half, negated))
+FCONV_DISPATCHED(gated_row, (const float* x, const double* exp_negated, int64_t half, float* y), (x, exp_negated, half, y))
 
 }  // namespace
 
@@ -115,14 +175,30 @@ std::vector<torch::Tensor> quantize_rows(const torch::Tensor& x) {
   const float* in = x.data_ptr<float>();
   int8_t* out = q.data_ptr<int8_t>();
   float* scales = scale.data_ptr<float>();
-  at::parallel_for(0, rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
+  // two threads from 4096 values: the division is slow
+  at::parallel_for(0, rows, std::max<int64_t>(1, rows_per_task(cols) / 8), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) quantize_row(in + r * cols, cols, out + r * cols, scales + r);
   });
   return {q, scale};
 }
 
+// How many column blocks a product is split into, one per thread: one (torch's own threading
+// inside the product) below about a million multiply-adds, where threads cost more than they save.
+int64_t column_blocks(int64_t rows, int64_t in, int64_t out) {
+  constexpr int64_t kSplitFrom = 1 << 20;
+  const int64_t threads = at::get_num_threads();
+  if (threads <= 1 || at::in_parallel_region() || rows * in * out < kSplitFrom) return 1;
+  return std::max<int64_t>(1, std::min<int64_t>(threads, out / 64));
+}
+
 // x (rows x in, float32) times the int8 weight w (out x in) with per-row scales
 // w_scale (out), plus bias (out, or an empty tensor): rows x out, float32.
+//
+// Large products run as one block of output columns per thread, each its own int8 product
+// and scale-back: a thread scales back the sums it has just written, in its own cache. (One
+// product over all threads, scaled back by one thread, reads half its sums from the other
+// core's cache, which cost more than the scaling.) Integer sums are exact, so the blocks
+// change no bit.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& weight_scale,
                      const c10::optional<torch::Tensor>& bias) {
   TORCH_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
@@ -130,23 +206,38 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
   TORCH_CHECK(weight.scalar_type() == torch::kChar && weight_scale.scalar_type() == torch::kFloat,
               "the weight is int8 with float32 scales");
   const auto rows_in = x.scalar_type() == torch::kFloat ? x.contiguous() : x.to(torch::kFloat).contiguous();
-  auto quantized = quantize_rows(rows_in);
-  const auto sums = at::_int_mm(quantized[0], weight.t()).contiguous();  // exact int32 sums
-  const int64_t rows = sums.size(0), cols = sums.size(1);
-  auto y = torch::empty({rows, cols}, rows_in.options());
+  const auto quantized = quantize_rows(rows_in);
+  const int64_t rows = rows_in.size(0), cols = weight.size(0);
   const auto column_scale = weight_scale.contiguous();
   torch::Tensor bias_values;
   if (bias.has_value() && bias->defined()) {
     bias_values = bias->to(torch::kFloat).contiguous();
     TORCH_CHECK(bias_values.numel() == cols, "the bias has one value per output");
   }
-  const int32_t* in = sums.data_ptr<int32_t>();
+  auto y = torch::empty({rows, cols}, rows_in.options());
   const float* row_scales = quantized[1].data_ptr<float>();
   const float* columns = column_scale.data_ptr<float>();
   const float* added = bias_values.defined() ? bias_values.data_ptr<float>() : nullptr;
   float* out = y.data_ptr<float>();
-  at::parallel_for(0, rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) scale_back_row(in + r * cols, cols, row_scales[r], columns, added, out + r * cols);
+  const int64_t blocks = column_blocks(rows, rows_in.size(1), cols);
+  if (blocks == 1) {
+    const auto sums = at::_int_mm(quantized[0], weight.t()).contiguous();  // exact int32 sums
+    const int32_t* in = sums.data_ptr<int32_t>();
+    at::parallel_for(0, rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) scale_back_row(in + r * cols, cols, row_scales[r], columns, added, out + r * cols);
+    });
+    return y;
+  }
+  at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t block = begin; block < end; ++block) {
+      const int64_t first = block * cols / blocks / 16 * 16, last = block + 1 == blocks ? cols : (block + 1) * cols / blocks / 16 * 16;
+      const int64_t width = last - first;
+      const auto sums = at::_int_mm(quantized[0], weight.slice(0, first, last).t()).contiguous();  // one thread here
+      const int32_t* in = sums.data_ptr<int32_t>();
+      for (int64_t r = 0; r < rows; ++r)
+        scale_back_row(in + r * width, width, row_scales[r], columns + first, added == nullptr ? nullptr : added + first,
+                       out + r * cols + first);
+    }
   });
   return y;
 }
@@ -156,6 +247,20 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
 // the scores, over the source positions for the read), whatever the batch, and are rounded
 // to float32 once. What BatchInvariantSums computes with torch's float64 bmm and softmax,
 // to its rounding, without converting keys and values to float64.
+
+// Rows are taken kRowsAtOnce at a time within one batch entry (a sentence's hypotheses, which
+// share its keys and values); a task is one such block.
+template <typename Block>
+void for_each_row_block(int64_t batch, int64_t rows, int64_t values_per_row, const Block& block) {
+  const int64_t blocks_per_entry = (rows + kRowsAtOnce - 1) / kRowsAtOnce;
+  const int64_t grain = std::max<int64_t>(1, kValuesPerTask / std::max<int64_t>(1, kRowsAtOnce * values_per_row));
+  at::parallel_for(0, batch * blocks_per_entry, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / blocks_per_entry, first = (task % blocks_per_entry) * kRowsAtOnce;
+      block(b, first, static_cast<int>(std::min<int64_t>(kRowsAtOnce, rows - first)));
+    }
+  });
+}
 
 // a_ij = softmax_j(q_i . k_j) for query (batch x rows x embed) and keys (batch x embed x
 // source), float32; padding (batch x source, True at padding) or an undefined tensor.
@@ -177,14 +282,12 @@ torch::Tensor attention_weights(const torch::Tensor& query, const torch::Tensor&
   const float* k_data = k.data_ptr<float>();
   const bool* mask_data = mask.defined() ? mask.data_ptr<bool>() : nullptr;
   float* out = weights.data_ptr<float>();
-  const int64_t grain = std::max<int64_t>(1, kValuesPerTask / std::max<int64_t>(1, embed * length));
-  at::parallel_for(0, batch * rows, grain, [&](int64_t begin, int64_t end) {
-    std::vector<double> scores(length);
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t b = row / rows;
-      const float* q_row = q_data + row * embed;
-      const float* k_b = k_data + b * embed * length;
-      vector_times_matrix(q_row, k_b, embed, length, scores.data());
+  for_each_row_block(batch, rows, embed * length, [&](int64_t b, int64_t first, int count) {
+    std::vector<double> block_scores(kRowsAtOnce * length);
+    rows_times_matrix(q_data + (b * rows + first) * embed, embed, k_data + b * embed * length, embed, length, count,
+                      block_scores.data());
+    for (int r = 0; r < count; ++r) {
+      double* scores = block_scores.data() + r * length;
       double largest = -std::numeric_limits<double>::infinity();
       for (int64_t j = 0; j < length; ++j) {
         if (mask_data != nullptr && mask_data[b * length + j]) scores[j] = -std::numeric_limits<double>::infinity();
@@ -195,7 +298,7 @@ torch::Tensor attention_weights(const torch::Tensor& query, const torch::Tensor&
         scores[j] = std::exp(scores[j] - largest);  // every position padding: NaN, as torch's softmax
         total += scores[j];
       }
-      float* w = out + row * length;
+      float* w = out + (b * rows + first + r) * length;
       for (int64_t j = 0; j < length; ++j) w[j] = static_cast<float>(scores[j] / total);
     }
   });
@@ -216,16 +319,43 @@ torch::Tensor attention_read(const torch::Tensor& weights, const torch::Tensor& 
   const float* a_data = a.data_ptr<float>();
   const float* v_data = v.data_ptr<float>();
   float* out = context.data_ptr<float>();
-  const int64_t grain = std::max<int64_t>(1, kValuesPerTask / std::max<int64_t>(1, embed * length));
-  at::parallel_for(0, batch * rows, grain, [&](int64_t begin, int64_t end) {
-    std::vector<double> sums(embed);
-    for (int64_t row = begin; row < end; ++row) {
-      vector_times_matrix(a_data + row * length, v_data + (row / rows) * length * embed, length, embed, sums.data());
-      float* c = out + row * embed;
-      for (int64_t e = 0; e < embed; ++e) c[e] = static_cast<float>(sums[e]);
-    }
+  for_each_row_block(batch, rows, embed * length, [&](int64_t b, int64_t first, int count) {
+    std::vector<double> sums(kRowsAtOnce * embed);
+    rows_times_matrix(a_data + (b * rows + first) * length, length, v_data + b * length * embed, length, embed, count,
+                      sums.data());
+    float* c = out + (b * rows + first) * embed;
+    for (int64_t e = 0; e < count * embed; ++e) c[e] = static_cast<float>(sums[e]);
   });
   return context;
+}
+
+// The convolution blocks' gate of int8 models (PreciseGatedLinearUnit, §3.2): v([A B]) =
+// A / (1 + exp(-B)) in float64 over the last dimension of x (float32), rounded once. exp is
+// torch's own (at::exp over the rows' -B laid out contiguously, as the torch form's
+// torch.exp(-b) is), so the bits are the torch form's; the rest is one pass each way
+// instead of seven float64 tensors.
+torch::Tensor gate(const torch::Tensor& x) {
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) % 2 == 0 && x.scalar_type() == torch::kFloat,
+              "gate takes float32 values with an even last dimension");
+  const auto in = x.contiguous();
+  const int64_t half = in.size(-1) / 2, rows = half == 0 ? 0 : in.numel() / (2 * half);
+  std::vector<int64_t> shape(in.sizes().begin(), in.sizes().end());
+  shape.back() = half;
+  auto negated = torch::empty(shape, in.options().dtype(torch::kDouble));
+  const float* x_data = in.data_ptr<float>();
+  double* negated_data = negated.data_ptr<double>();
+  const int64_t grain = std::max<int64_t>(1, rows_per_task(half) / 8);  // the division is slow: two threads from 4096 values
+  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) negated_gate_half(x_data + r * 2 * half, half, negated_data + r * half);
+  });
+  const auto exp_negated = at::exp(negated);
+  auto y = torch::empty(shape, in.options());
+  const double* e_data = exp_negated.data_ptr<double>();
+  float* y_data = y.data_ptr<float>();
+  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) gated_row(x_data + r * 2 * half, e_data + r * half, half, y_data + r * half);
+  });
+  return y;
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -233,4 +363,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("linear", &linear, "x times an int8 weight with per-row scales, plus bias; x's rows quantised each on its own");
   m.def("attention_weights", &attention_weights, "softmax of query . keys over the source, float64 sums, batch-invariant");
   m.def("attention_read", &attention_read, "weights times values, float64 sums, batch-invariant");
+  m.attr("avx2_fma") = kAvx2Fma;  // which compiled form of the loops runs here
+  m.def("gate", &gate, "the GLU A / (1 + exp(-B)) in float64, rounded once: the torch form's bits");
 }

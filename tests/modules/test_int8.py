@@ -296,6 +296,27 @@ def test_the_fused_linear_gives_the_bits_of_the_torch_operations(rows, width, ou
     assert torch.equal(weight.linear(wide[:, ::2], bias), weight.linear_in_torch_operations(wide[:, ::2].contiguous(), bias))
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_the_fused_linear_splits_large_products_by_columns_without_changing_a_bit(threads):
+    """Above a million multiply-adds each thread takes a block of output columns (its own
+    int8 product and scale-back); integer sums are exact, so any split gives the same bits."""
+    from fconv_plugin.modules.int8 import fused_rows
+
+    generator = torch.Generator().manual_seed(threads)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        for rows, width, out in [(80, 256, 4576), (80, 768, 512), (81, 256, 200), (300, 64, 129)]:
+            weight = Int8Weight.from_float(torch.randn(out, width, generator=generator))
+            bias = torch.randn(out, generator=generator)
+            x = _random_rows(generator, rows, width)
+            for b in (bias, None):
+                assert torch.equal(fused_rows.linear(x, weight.weight, weight.scale, b),
+                                   weight.linear_in_torch_operations(x, b)), (rows, width, out)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_the_fused_linear_sums_exactly_in_integers():
     """The int32 sums recomputed by hand in int64 from the int8 rows, scaled back in float64."""
     from fconv_plugin.modules.int8 import fused_rows
@@ -310,7 +331,8 @@ def test_the_fused_linear_sums_exactly_in_integers():
     assert torch.allclose(actual.double(), expected, rtol=3e-7, atol=0)
 
 
-@pytest.mark.parametrize("batch,rows,embed,length", [(1, 1, 8, 1), (3, 5, 256, 29), (16, 10, 64, 57), (7, 4, 17, 3)])
+@pytest.mark.parametrize("batch,rows,embed,length", [(1, 1, 8, 1), (3, 5, 256, 29), (16, 10, 64, 57), (7, 4, 17, 3),
+                                                     (2, 13, 9, 100), (5, 7, 300, 8)])
 def test_the_fused_attention_sums_are_float64_sums_rounded_once_and_batch_invariant(batch, rows, embed, length):
     from fconv_plugin.modules.int8 import fused_rows
 
@@ -329,3 +351,13 @@ def test_the_fused_attention_sums_are_float64_sums_rounded_once_and_batch_invari
     last = batch - 1  # one sentence alone gives the bits it gets among the others
     assert torch.equal(fused_rows.attention_weights(query[last:], keys[last:], padding[last:]), weights[last:])
     assert torch.equal(fused_rows.attention_read(weights[last:], values[last:]), context[last:])
+
+
+@pytest.mark.parametrize("shape", [(80, 1, 512), (7, 3, 74), (33, 5, 2), (300, 200, 512), (1, 6)])
+def test_the_fused_gate_gives_the_bits_of_the_torch_operations(shape):
+    """Shapes whose halves are odd, and one over torch's 32,768-value grain (split across threads)."""
+    from fconv_plugin.modules.int8 import PreciseGatedLinearUnit, fused_rows
+
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape))) * 6
+    assert torch.equal(fused_rows.gate(x), PreciseGatedLinearUnit.forward_in_torch_operations(x))
+    assert torch.equal(PreciseGatedLinearUnit()(x), fused_rows.gate(x))
