@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -182,23 +183,36 @@ std::vector<torch::Tensor> quantize_rows(const torch::Tensor& x) {
   return {q, scale};
 }
 
-// How many column blocks a product is split into, one per thread: one (torch's own threading
-// inside the product) below about a million multiply-adds, where threads cost more than they save.
-int64_t column_blocks(int64_t rows, int64_t in, int64_t out) {
-  constexpr int64_t kSplitFrom = 1 << 20;
-  const int64_t threads = at::get_num_threads();
-  if (threads <= 1 || at::in_parallel_region() || rows * in * out < kSplitFrom) return 1;
-  return std::max<int64_t>(1, std::min<int64_t>(threads, out / 64));
+// Whether a product's output is wide enough (the vocabulary's) to be split by columns.
+bool wide_output(int64_t in, int64_t out) { return out >= 8 * in; }
+
+// How many blocks a product is split into, one per thread. One (torch's own threading inside
+// the product) below about a million multiply-adds, where threads cost more than they save, and
+// above about a hundred million but for a wide output, where torch's threads do as well.
+// (Measured on 2 cores at beam search's sizes, 80 to 400 rows: docs/performance.md.)
+int64_t thread_blocks(int64_t rows, int64_t in, int64_t out) {
+  constexpr int64_t kSplitFrom = 1 << 20, kSplitUpTo = 100 << 20;
+  const int64_t threads = at::get_num_threads(), work = rows * in * out;
+  if (threads <= 1 || at::in_parallel_region() || work < kSplitFrom || (work > kSplitUpTo && !wide_output(in, out)))
+    return 1;
+  return std::max<int64_t>(1, std::min<int64_t>(threads, wide_output(in, out) ? out / 64 : rows / 8));
+}
+
+// [first, last) of block ``block`` of ``blocks`` over ``n``, cut at multiples of ``step``.
+std::pair<int64_t, int64_t> block_range(int64_t block, int64_t blocks, int64_t n, int64_t step) {
+  const auto cut = [&](int64_t b) { return b == blocks ? n : b * n / blocks / step * step; };
+  return {cut(block), cut(block + 1)};
 }
 
 // x (rows x in, float32) times the int8 weight w (out x in) with per-row scales
 // w_scale (out), plus bias (out, or an empty tensor): rows x out, float32.
 //
-// Large products run as one block of output columns per thread, each its own int8 product
-// and scale-back: a thread scales back the sums it has just written, in its own cache. (One
-// product over all threads, scaled back by one thread, reads half its sums from the other
-// core's cache, which cost more than the scaling.) Integer sums are exact, so the blocks
-// change no bit.
+// Large products run as one block per thread, each multiplied by torch's int8 product on that
+// thread alone and scaled back by the thread that wrote its sums, in its own cache. (One
+// product over both threads, scaled back afterwards, reads half its sums from the other core's
+// cache, which cost more than the scaling.) The blocks are rows (each thread quantises its
+// own), or for a wide output such as the vocabulary's, columns (each thread reads half the
+// weight). Each row's arithmetic is its own and integer sums are exact, so no split changes a bit.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& weight_scale,
                      const c10::optional<torch::Tensor>& bias) {
   TORCH_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
@@ -206,8 +220,7 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
   TORCH_CHECK(weight.scalar_type() == torch::kChar && weight_scale.scalar_type() == torch::kFloat,
               "the weight is int8 with float32 scales");
   const auto rows_in = x.scalar_type() == torch::kFloat ? x.contiguous() : x.to(torch::kFloat).contiguous();
-  const auto quantized = quantize_rows(rows_in);
-  const int64_t rows = rows_in.size(0), cols = weight.size(0);
+  const int64_t rows = rows_in.size(0), in_features = rows_in.size(1), cols = weight.size(0);
   const auto column_scale = weight_scale.contiguous();
   torch::Tensor bias_values;
   if (bias.has_value() && bias->defined()) {
@@ -215,28 +228,48 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
     TORCH_CHECK(bias_values.numel() == cols, "the bias has one value per output");
   }
   auto y = torch::empty({rows, cols}, rows_in.options());
-  const float* row_scales = quantized[1].data_ptr<float>();
   const float* columns = column_scale.data_ptr<float>();
   const float* added = bias_values.defined() ? bias_values.data_ptr<float>() : nullptr;
   float* out = y.data_ptr<float>();
-  const int64_t blocks = column_blocks(rows, rows_in.size(1), cols);
-  if (blocks == 1) {
-    const auto sums = at::_int_mm(quantized[0], weight.t()).contiguous();  // exact int32 sums
-    const int32_t* in = sums.data_ptr<int32_t>();
-    at::parallel_for(0, rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) scale_back_row(in + r * cols, cols, row_scales[r], columns, added, out + r * cols);
+  const int64_t blocks = thread_blocks(rows, in_features, cols);
+  const bool by_columns = wide_output(in_features, cols);
+  if (blocks == 1 || by_columns) {
+    const auto quantized = quantize_rows(rows_in);
+    const float* row_scales = quantized[1].data_ptr<float>();
+    if (blocks == 1) {
+      const auto sums = at::_int_mm(quantized[0], weight.t()).contiguous();  // exact int32 sums
+      const int32_t* in = sums.data_ptr<int32_t>();
+      at::parallel_for(0, rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r)
+          scale_back_row(in + r * cols, cols, row_scales[r], columns, added, out + r * cols);
+      });
+      return y;
+    }
+    at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t block = begin; block < end; ++block) {
+        const auto [first, last] = block_range(block, blocks, cols, 16);
+        const auto sums = at::_int_mm(quantized[0], weight.slice(0, first, last).t()).contiguous();  // this thread only
+        const int32_t* in = sums.data_ptr<int32_t>();
+        for (int64_t r = 0; r < rows; ++r)
+          scale_back_row(in + r * (last - first), last - first, row_scales[r], columns + first,
+                         added == nullptr ? nullptr : added + first, out + r * cols + first);
+      }
     });
     return y;
   }
+  auto quantized = torch::empty({rows, in_features}, rows_in.options().dtype(torch::kChar));
+  std::vector<float> row_scales(rows);
+  const float* x_data = rows_in.data_ptr<float>();
+  int8_t* q_data = quantized.data_ptr<int8_t>();
   at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t block = begin; block < end; ++block) {
-      const int64_t first = block * cols / blocks / 16 * 16, last = block + 1 == blocks ? cols : (block + 1) * cols / blocks / 16 * 16;
-      const int64_t width = last - first;
-      const auto sums = at::_int_mm(quantized[0], weight.slice(0, first, last).t()).contiguous();  // one thread here
+      const auto [first, last] = block_range(block, blocks, rows, 1);
+      for (int64_t r = first; r < last; ++r)
+        quantize_row(x_data + r * in_features, in_features, q_data + r * in_features, &row_scales[r]);
+      const auto sums = at::_int_mm(quantized.slice(0, first, last), weight.t()).contiguous();  // this thread only
       const int32_t* in = sums.data_ptr<int32_t>();
-      for (int64_t r = 0; r < rows; ++r)
-        scale_back_row(in + r * width, width, row_scales[r], columns + first, added == nullptr ? nullptr : added + first,
-                       out + r * cols + first);
+      for (int64_t r = first; r < last; ++r)
+        scale_back_row(in + (r - first) * cols, cols, row_scales[r], columns, added, out + r * cols);
     }
   });
   return y;

@@ -298,15 +298,16 @@ def test_the_fused_linear_gives_the_bits_of_the_torch_operations(rows, width, ou
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_the_fused_linear_splits_large_products_by_columns_without_changing_a_bit(threads):
-    """Above a million multiply-adds each thread takes a block of output columns (its own
-    int8 product and scale-back); integer sums are exact, so any split gives the same bits."""
+    """Between a million and a hundred million multiply-adds each thread takes a block of rows,
+    and for a wide output a block of columns (its own int8 product and scale-back); integer
+    sums are exact, so any split gives the same bits."""
     from fconv_plugin.modules.int8 import fused_rows
 
     generator = torch.Generator().manual_seed(threads)
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(threads)
-        for rows, width, out in [(80, 256, 4576), (80, 768, 512), (81, 256, 200), (300, 64, 129)]:
+        for rows, width, out in [(80, 256, 4576), (80, 768, 512), (81, 256, 200), (300, 64, 129), (400, 768, 512)]:
             weight = Int8Weight.from_float(torch.randn(out, width, generator=generator))
             bias = torch.randn(out, generator=generator)
             x = _random_rows(generator, rows, width)
