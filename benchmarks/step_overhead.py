@@ -43,14 +43,14 @@ SQRT_HALF = math.sqrt(0.5)
 SENTENCES, BEAM, SOURCE_LENGTH, STEP = 16, 5, 40, 12
 
 
-def state_at_step(model, task):
+def state_at_step(model, task, sentences: int = SENTENCES):
     """(encoder output, target prefix, incremental state) with the first STEP - 1 steps decoded."""
     torch.manual_seed(0)
-    rows = SENTENCES * BEAM
-    src = torch.randint(task.source_dictionary.nspecial, len(task.source_dictionary), (SENTENCES, SOURCE_LENGTH))
+    rows = sentences * BEAM
+    src = torch.randint(task.source_dictionary.nspecial, len(task.source_dictionary), (sentences, SOURCE_LENGTH))
     src[:, -1] = task.source_dictionary.eos()
-    encoder_out = model.encoder(src, torch.full((SENTENCES,), SOURCE_LENGTH))
-    encoder_out = model.encoder.reorder_encoder_out(encoder_out, torch.arange(SENTENCES).repeat_interleave(BEAM))
+    encoder_out = model.encoder(src, torch.full((sentences,), SOURCE_LENGTH))
+    encoder_out = model.encoder.reorder_encoder_out(encoder_out, torch.arange(sentences).repeat_interleave(BEAM))
     prefix = torch.randint(task.target_dictionary.nspecial, len(task.target_dictionary), (rows, STEP))
     prefix[:, 0] = task.target_dictionary.eos()
     model.set_beam_size(BEAM)
