@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -166,8 +167,16 @@ FCONV_DISPATCHED(gated_row, (const float* x, const double* exp_negated, int64_t 
 
 }  // namespace
 
+// The loops read CPU memory: a tensor elsewhere gets this error, not a crash.
+void check_on_cpu(std::initializer_list<const torch::Tensor*> tensors) {
+  for (const torch::Tensor* t : tensors)
+    TORCH_CHECK(!t->defined() || t->device().is_cpu(),
+                "int8 models run on the CPU (their compiled loops read CPU memory); add --cpu");
+}
+
 // Each row of x (rows x in, float32, contiguous) as int8 with its own scale: (q, scale).
 std::vector<torch::Tensor> quantize_rows(const torch::Tensor& x) {
+  check_on_cpu({&x});
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat && x.is_contiguous(),
               "quantize_rows takes a contiguous float32 matrix");
   const int64_t rows = x.size(0), cols = x.size(1);
@@ -215,6 +224,8 @@ std::pair<int64_t, int64_t> block_range(int64_t block, int64_t blocks, int64_t n
 // weight). Each row's arithmetic is its own and integer sums are exact, so no split changes a bit.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& weight_scale,
                      const c10::optional<torch::Tensor>& bias) {
+  check_on_cpu({&x, &weight, &weight_scale});
+  if (bias.has_value()) check_on_cpu({&*bias});
   TORCH_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
               "linear takes x (rows x in) and an int8 weight (out x in)");
   TORCH_CHECK(weight.scalar_type() == torch::kChar && weight_scale.scalar_type() == torch::kFloat,
@@ -299,6 +310,8 @@ void for_each_row_block(int64_t batch, int64_t rows, int64_t values_per_row, con
 // source), float32; padding (batch x source, True at padding) or an undefined tensor.
 torch::Tensor attention_weights(const torch::Tensor& query, const torch::Tensor& keys,
                                 const c10::optional<torch::Tensor>& padding) {
+  check_on_cpu({&query, &keys});
+  if (padding.has_value()) check_on_cpu({&*padding});
   TORCH_CHECK(query.dim() == 3 && keys.dim() == 3 && query.size(0) == keys.size(0) && query.size(2) == keys.size(1),
               "attention_weights takes query (b x rows x embed) and keys (b x embed x source)");
   TORCH_CHECK(query.scalar_type() == torch::kFloat && keys.scalar_type() == torch::kFloat, "float32 query and keys");
@@ -340,6 +353,7 @@ torch::Tensor attention_weights(const torch::Tensor& query, const torch::Tensor&
 
 // c_i = sum_j a_ij v_j for weights (batch x rows x source) and values (batch x source x embed), float32.
 torch::Tensor attention_read(const torch::Tensor& weights, const torch::Tensor& values) {
+  check_on_cpu({&weights, &values});
   TORCH_CHECK(weights.dim() == 3 && values.dim() == 3 && weights.size(0) == values.size(0) &&
                   weights.size(2) == values.size(1),
               "attention_read takes weights (b x rows x source) and values (b x source x embed)");
@@ -368,6 +382,7 @@ torch::Tensor attention_read(const torch::Tensor& weights, const torch::Tensor& 
 // torch.exp(-b) is), so the bits are the torch form's; the rest is one pass each way
 // instead of seven float64 tensors.
 torch::Tensor gate(const torch::Tensor& x) {
+  check_on_cpu({&x});
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) % 2 == 0 && x.scalar_type() == torch::kFloat,
               "gate takes float32 values with an even last dimension");
   const auto in = x.contiguous();

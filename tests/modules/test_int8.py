@@ -362,3 +362,21 @@ def test_the_fused_gate_gives_the_bits_of_the_torch_operations(shape):
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape))) * 6
     assert torch.equal(fused_rows.gate(x), PreciseGatedLinearUnit.forward_in_torch_operations(x))
     assert torch.equal(PreciseGatedLinearUnit()(x), fused_rows.gate(x))
+
+
+def test_the_compiled_loops_refuse_tensors_off_the_cpu_with_one_line():
+    """They read CPU memory; a tensor elsewhere (here torch's storage-less meta device, which
+    every machine has) gets an error that says what to do, not a crash."""
+    from fconv_plugin.modules.int8 import fused_rows
+
+    meta = {"device": "meta"}
+    calls = [
+        lambda: fused_rows.gate(torch.empty(4, 8, **meta)),
+        lambda: fused_rows.quantize_rows(torch.empty(4, 8, **meta)),
+        lambda: fused_rows.linear(torch.empty(4, 8, **meta), torch.zeros(3, 8, dtype=torch.int8), torch.ones(3), None),
+        lambda: fused_rows.attention_weights(torch.empty(2, 5, 8, **meta), torch.empty(2, 8, 7, **meta), None),
+        lambda: fused_rows.attention_read(torch.empty(2, 5, 7, **meta), torch.empty(2, 7, 8, **meta)),
+    ]
+    for call in calls:
+        with pytest.raises(RuntimeError, match="int8 models run on the CPU .*; add --cpu"):
+            call()
