@@ -120,7 +120,7 @@ FCONV_INLINE void row_block_times_matrix(const float* __restrict c_rows, int64_t
 constexpr int kRowsAtOnce = 5;  // a beam of 5 (the paper's) in one block: 10 of AVX2's 16 registers
 
 FCONV_INLINE void rows_times_matrix_body(const float* c, int64_t c_stride, const float* m, int64_t inner,
-                                             int64_t outer, int rows, double* out) {
+                                         int64_t outer, int rows, double* out) {
   switch (rows) {
     case 1: row_block_times_matrix<1>(c, c_stride, m, inner, outer, out); break;
     case 2: row_block_times_matrix<2>(c, c_stride, m, inner, outer, out); break;
@@ -198,7 +198,7 @@ bool wide_output(int64_t in, int64_t out) { return out >= 8 * in; }
 // How many blocks a product is split into, one per thread. One (torch's own threading inside
 // the product) below about a million multiply-adds, where threads cost more than they save, and
 // above about a hundred million but for a wide output, where torch's threads do as well.
-// (Measured on 2 cores at beam search's sizes, 80 to 400 rows: docs/performance.md.)
+// (Chosen from timings on 2 cores at 80, 200 and 400 rows, in docs/performance.md.)
 int64_t thread_blocks(int64_t rows, int64_t in, int64_t out) {
   constexpr int64_t kSplitFrom = 1 << 20, kSplitUpTo = 100 << 20;
   const int64_t threads = at::get_num_threads(), work = rows * in * out;
