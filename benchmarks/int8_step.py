@@ -79,12 +79,16 @@ def products(model, sentences: int):
     return pairs
 
 
+def part_inputs(model, sentences: int, embed: int):
+    """Inputs of the step's shapes for each part: the products' (layer, x) pairs, the gates'
+    inputs and the attention's queries."""
+    gates = [torch.randn(sentences * BEAM, 1, conv.out_channels) for conv in model.decoder.convolutions]
+    return products(model, sentences), gates, torch.randn(sentences, BEAM, embed)
+
+
 def float32_parts(model, keys, values):
     """The float32 model's counterparts of int8's parts."""
-    sentences = keys.size(0)
-    pairs = products(model, sentences)
-    gates = [torch.randn(sentences * BEAM, 1, conv.out_channels) for conv in model.decoder.convolutions]
-    query = torch.randn(sentences, BEAM, keys.size(1))
+    pairs, gates, query = part_inputs(model, keys.size(0), keys.size(1))
 
     def linear():
         for layer, x in pairs:
@@ -100,10 +104,7 @@ def float32_parts(model, keys, values):
 
 def int8_parts(model, keys, values, compiled: bool):
     """int8's parts, through the compiled loops or as torch operations."""
-    sentences = keys.size(0)
-    pairs = products(model, sentences)
-    gates = [torch.randn(sentences * BEAM, 1, conv.out_channels) for conv in model.decoder.convolutions]
-    query = torch.randn(sentences, BEAM, keys.size(1))
+    pairs, gates, query = part_inputs(model, keys.size(0), keys.size(1))
     keys_operand, values_operand = (keys, values) if compiled else (keys.double(), values.double())
 
     def linear():

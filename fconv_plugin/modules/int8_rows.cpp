@@ -35,6 +35,9 @@ constexpr int64_t kValuesPerTask = 32768;  // at::parallel_for's grain (torch's 
 
 int64_t rows_per_task(int64_t cols) { return std::max<int64_t>(1, kValuesPerTask / std::max<int64_t>(1, cols)); }
 
+// For loops bound by a division per value (the quantisation, the gate): both threads from 4096 values.
+int64_t rows_per_dividing_task(int64_t cols) { return std::max<int64_t>(1, rows_per_task(cols) / 8); }
+
 // Each loop is compiled twice (FCONV_DISPATCHED below): for AVX2 with FMA (x86-64 since
 // 2013), chosen at run time where the CPU has them, and for the baseline; both give the
 // same bits (no implicit contraction, the one fma explicit).
@@ -185,8 +188,7 @@ std::vector<torch::Tensor> quantize_rows(const torch::Tensor& x) {
   const float* in = x.data_ptr<float>();
   int8_t* out = q.data_ptr<int8_t>();
   float* scales = scale.data_ptr<float>();
-  // two threads from 4096 values: the division is slow
-  at::parallel_for(0, rows, std::max<int64_t>(1, rows_per_task(cols) / 8), [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, rows, rows_per_dividing_task(cols), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) quantize_row(in + r * cols, cols, out + r * cols, scales + r);
   });
   return {q, scale};
@@ -243,19 +245,19 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
   const float* added = bias_values.defined() ? bias_values.data_ptr<float>() : nullptr;
   float* out = y.data_ptr<float>();
   const int64_t blocks = thread_blocks(rows, in_features, cols);
-  const bool by_columns = wide_output(in_features, cols);
-  if (blocks == 1 || by_columns) {
+  if (blocks == 1) {
     const auto quantized = quantize_rows(rows_in);
     const float* row_scales = quantized[1].data_ptr<float>();
-    if (blocks == 1) {
-      const auto sums = at::_int_mm(quantized[0], weight.t()).contiguous();  // exact int32 sums
-      const int32_t* in = sums.data_ptr<int32_t>();
-      at::parallel_for(0, rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r)
-          scale_back_row(in + r * cols, cols, row_scales[r], columns, added, out + r * cols);
-      });
-      return y;
-    }
+    const auto sums = at::_int_mm(quantized[0], weight.t()).contiguous();  // exact int32 sums
+    const int32_t* in = sums.data_ptr<int32_t>();
+    at::parallel_for(0, rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) scale_back_row(in + r * cols, cols, row_scales[r], columns, added, out + r * cols);
+    });
+    return y;
+  }
+  if (wide_output(in_features, cols)) {  // a block of columns per thread
+    const auto quantized = quantize_rows(rows_in);
+    const float* row_scales = quantized[1].data_ptr<float>();
     at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t block = begin; block < end; ++block) {
         const auto [first, last] = block_range(block, blocks, cols, 16);
@@ -268,6 +270,7 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
     });
     return y;
   }
+  // a block of rows per thread, quantised by that thread
   auto quantized = torch::empty({rows, in_features}, rows_in.options().dtype(torch::kChar));
   std::vector<float> row_scales(rows);
   const float* x_data = rows_in.data_ptr<float>();
@@ -392,7 +395,7 @@ torch::Tensor gate(const torch::Tensor& x) {
   auto negated = torch::empty(shape, in.options().dtype(torch::kDouble));
   const float* x_data = in.data_ptr<float>();
   double* negated_data = negated.data_ptr<double>();
-  const int64_t grain = std::max<int64_t>(1, rows_per_task(half) / 8);  // the division is slow: two threads from 4096 values
+  const int64_t grain = rows_per_dividing_task(half);
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) negated_gate_half(x_data + r * 2 * half, half, negated_data + r * half);
   });

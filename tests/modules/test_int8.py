@@ -297,7 +297,7 @@ def test_the_fused_linear_gives_the_bits_of_the_torch_operations(rows, width, ou
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_the_fused_linear_splits_large_products_by_columns_without_changing_a_bit(threads):
+def test_the_fused_linear_splits_products_across_threads_without_changing_a_bit(threads):
     """Between a million and a hundred million multiply-adds each thread takes a block of rows,
     and for a wide output a block of columns (its own int8 product and scale-back); integer
     sums are exact, so any split gives the same bits."""
