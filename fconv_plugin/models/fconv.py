@@ -415,21 +415,25 @@ class FConvDecoder(FairseqIncrementalDecoder):
                 return cached
         if encoder_out is None:
             return None
+        source = self.attention_source(encoder_out, incremental=incremental_state is not None)
+        if incremental_state is not None:
+            self.cache_attention_source(incremental_state, source)
+        return source
+
+    def attention_source(self, encoder_out, incremental: bool) -> AttentionSource:
+        """The encoder outputs laid out for attention. Decoding step by step in eval mode,
+        a sentence's hypotheses share one copy (``set_beam_size``, §3.3's BeamableMM idea)."""
         source = AttentionSource.from_encoder(
             encoder_out["encoder_out"], encoder_out["encoder_padding_mask"], encoder_out.get("src_tokens")
         )
         attention_layers = [layer for layer in self.attention if layer is not None]
         if attention_layers:  # every layer's sums have one form (float32, or int8's float64)
             source = source.summed_by(attention_layers[0].sums)
-        sharing = self.share_attention_across_beam and not self.training and incremental_state is not None
+        sharing = self.share_attention_across_beam and not self.training and incremental
         copies = self.beam_size if sharing else 1
         if encoder_out.get("rows") is not None:  # reordered by the encoder (beam search's copies)
-            source = source.for_rows(encoder_out["rows"], copies)
-        elif sharing:
-            source = source.shared_across(copies)
-        if incremental_state is not None:
-            self.cache_attention_source(incremental_state, source)
-        return source
+            return source.for_rows(encoder_out["rows"], copies)
+        return source.shared_across(copies) if sharing else source
 
     def cached_attention_source(self, incremental_state) -> Optional[AttentionSource]:
         """The encoder outputs prepared for attention, kept in the decoding state."""

@@ -24,7 +24,7 @@ a form that sums in float64 (``modules/int8.py``), the way they swap their other
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
+from typing import Callable, Optional, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -185,10 +185,18 @@ class AttentionLayer(nn.Module):
 
     def forward(self, h: Tensor, target_embedding: Tensor, source: AttentionSource) -> Tuple[Tensor, Tensor]:
         """``h``: batch x tgt_len x channels. Returns the new state and a (b x tgt x src)."""
-        query = (self.in_projection(h) + target_embedding) * SQRT_HALF
-        rows, steps = query.shape[:2]
-        if source.copies > 1:  # a sentence's hypotheses together: sentences x copies·tgt x embed
-            query = query.reshape(rows // source.copies, source.copies * steps, -1)
+        return self.attend(h, target_embedding, source, self.in_projection, self.out_projection)
+
+    def attend(self, h: Tensor, target_embedding: Tensor, source: AttentionSource,
+               project_in: Callable[[Tensor], Tensor], project_out: Callable[[Tensor], Tensor]) -> Tuple[Tensor, Tensor]:
+        """The layer's arithmetic with its two projections given as functions: ``forward``'s
+        modules, or the decoder step's functions of a matrix of rows (``h`` rows x channels,
+        one target position). Returns the new state, shaped as ``h``, and a (b x tgt x src)."""
+        query = project_in(h).add_(target_embedding).mul_(SQRT_HALF)  # (W h + b + g) · √0.5, in place
+        rows, embed = query.size(0), query.size(-1)
+        steps = query.numel() // (rows * embed)
+        # a sentence's hypotheses together (copies > 1): sentences x copies·tgt x embed
+        query = query.reshape(rows // source.copies, source.copies * steps, embed)
         weights = self.sums.weights(query, source.keys, source.padding_mask).view(rows, steps, -1)
-        context = source.read(weights, self.sums)
-        return (self.out_projection(context) + h) * SQRT_HALF, weights
+        context = source.read(weights, self.sums).view(h.shape[:-1] + (embed,))
+        return project_out(context).add_(h).mul_(SQRT_HALF), weights

@@ -10,7 +10,7 @@ buffer with the beams. That buffer is the convolution's whole decoding state (an
 exported decoder step takes and returns it explicitly).
 """
 
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 import torch
 import torch.nn.functional as F
@@ -72,6 +72,12 @@ class CausalConvolution(CausalWindow, WeightNormConvTBC):
 
     def window_product(self, windows: Tensor) -> Tensor:
         return torch.addmm(self.bias, windows, self.flat_weight())
+
+    def row_function(self) -> Callable[[Tensor], Tensor]:
+        """``window_product`` with the kernel looked up once: flattened windows (rows x k · in,
+        oldest input first) to rows x out, what the decoder's step calls at every position."""
+        weight, bias = self.flat_weight(), self.bias
+        return lambda windows: torch.addmm(bias, windows, weight)
 
     def flat_weight(self) -> Tensor:
         """The kernel as a (k · in, out) matrix: row j · in + c multiplies buffer[:, j, c]."""

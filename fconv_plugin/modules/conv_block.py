@@ -95,7 +95,7 @@ def add_residual(x: Tensor, residual: Optional[Tensor]) -> Tensor:
     """(x + r) · √0.5, halving the variance of the sum (§3.4)."""
     if residual is None:
         return x
-    return (x + residual) * SQRT_HALF
+    return (x + residual).mul_(SQRT_HALF)
 
 
 def same_length_padding(kernel_size: int) -> Tuple[int, int]:

@@ -47,7 +47,12 @@ class LearnedPositionalEmbedding(TokenEmbedding):
 
     def forward(self, tokens: Tensor, last_step_only: bool = False) -> Tensor:
         """Embeddings of the positions of ``tokens``; of the last column only if asked."""
-        return super().forward(positions_to_embed(tokens, self.padding_idx, last_step_only))
+        return self.at(positions_to_embed(tokens, self.padding_idx, last_step_only))
+
+    def at(self, positions: Tensor) -> Tensor:
+        """The embeddings of position numbers (as ``make_positions`` numbers them): what the
+        decoder's step looks up, knowing the position without recounting the prefix."""
+        return super().forward(positions)
 
 
 def positions_to_embed(tokens: Tensor, padding_idx: int, last_step_only: bool) -> Tensor:

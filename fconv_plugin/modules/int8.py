@@ -31,7 +31,7 @@ form (inference only). The int8 layers keep fairseq-style state-dict names:
 ``<layer>.int8.weight``, ``<layer>.int8.scale`` and ``<layer>.bias``.
 """
 
-from typing import Dict, Iterable, Optional, Type
+from typing import Callable, Dict, Iterable, Optional, Type
 
 import torch
 import torch.nn.functional as F
@@ -95,6 +95,14 @@ class Int8Weight(nn.Module):
             return fused_rows.linear(rows, self.weight, self.scale, bias).view(*x.shape[:-1], -1)
         return self.linear_in_torch_operations(rows, bias).view(*x.shape[:-1], -1)
 
+    def row_function(self, bias: Optional[Tensor]) -> Callable[[Tensor], Tensor]:
+        """``linear`` of a matrix of rows, with its form chosen once: what the decoder's step
+        calls at every position (``models/decoder_steps.py``)."""
+        if _compiled_loops():
+            weight, scale = self.weight, self.scale
+            return lambda rows: fused_rows.linear(rows, weight, scale, bias)
+        return lambda rows: self.linear_in_torch_operations(rows, bias)
+
     def linear_in_torch_operations(self, rows: Tensor, bias: Optional[Tensor]) -> Tensor:
         """``linear`` of a matrix as torch operations: the reference the fused kernel
         (``int8_rows.cpp``) is tested against bit for bit, and its stand-in where it is not built."""
@@ -151,6 +159,10 @@ class Int8Linear(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return self.int8.linear(x, self.bias)
 
+    def row_function(self) -> Callable[[Tensor], Tensor]:
+        """As ``WeightNormLinear.row_function``: rows x in ↦ rows x out."""
+        return self.int8.row_function(self.bias)
+
     def extra_repr(self) -> str:
         return f"{self.in_features}, {self.out_features}"
 
@@ -188,6 +200,10 @@ class Int8CausalConvolution(CausalWindow, Int8ConvTBC):
     def window_product(self, windows: Tensor) -> Tensor:
         return self.int8.linear(windows, self.bias)
 
+    def row_function(self) -> Callable[[Tensor], Tensor]:
+        """As ``CausalConvolution.row_function``: flattened windows to rows x out."""
+        return self.int8.row_function(self.bias)
+
 
 class Int8Embedding(nn.Module):
     """An embedding table as int8 rows with per-row scales: the int8 form of ``TokenEmbedding``."""
@@ -220,7 +236,11 @@ class Int8PositionalEmbedding(Int8Embedding):
         return self.num_embeddings - self.padding_idx - 1
 
     def forward(self, tokens: Tensor, last_step_only: bool = False) -> Tensor:
-        return super().forward(positions_to_embed(tokens, self.padding_idx, last_step_only))
+        return self.at(positions_to_embed(tokens, self.padding_idx, last_step_only))
+
+    def at(self, positions: Tensor) -> Tensor:
+        """The embeddings of position numbers (as ``make_positions`` numbers them)."""
+        return super().forward(positions)
 
 
 class BatchInvariantSums(AttentionSums):

@@ -13,6 +13,8 @@ again (``train(True)``) or loading a state dict ends that: w is derived from
 ``weight_g`` and ``weight_v`` at every call again.
 """
 
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -80,6 +82,13 @@ class WeightNormLinear(WeightNormalized):
             out = torch.addmm(self.bias, x.reshape(-1, self.in_features), self.normalized_weight().t())
             return out.view(*x.shape[:-1], self.out_features)
         return F.linear(x, self.normalized_weight(), self.bias)
+
+    def row_function(self) -> Callable[[Tensor], Tensor]:
+        """The layer as a function of a matrix of rows (rows x in ↦ x wᵀ + b), w looked up
+        once: what the decoder's step calls at every position (``models/decoder_steps.py``).
+        The same ``addmm`` as ``forward`` on a matrix, so the same bits."""
+        weight_t, bias = self.normalized_weight().t(), self.bias
+        return lambda rows: torch.addmm(bias, rows, weight_t)
 
     def _inference_layout(self, weight: Tensor) -> Tensor:
         """(out, in) values over (in, out) storage, so that wᵀ is contiguous."""
