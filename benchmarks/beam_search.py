@@ -9,7 +9,9 @@ Reported:
   both, and the largest score difference, for each option set below;
 - speed: sentences/s of each search, and the ratio; the core's search also with its
   candidates chosen by torch operations (``one_pass=False``) instead of the compiled
-  pass (``inference/beam_candidates.cpp``), to show what that pass gains;
+  pass (``inference/beam_candidates.cpp``), and with the decoder called through
+  fairseq's incremental-state protocol (``explicit_state=False``) instead of
+  ``models/decoder_steps.py``, to show what each gains;
 - where the time goes in the core's search: the decoder's steps with their log-softmax,
   the rest (the encoder once per call, and the search: top-k, finishing, reordering), and
   text processing (Moses and BPE in, BPE and Moses out), in seconds for the test verses.
@@ -57,10 +59,10 @@ class TimedSearch(BeamSearch):
 
     model_seconds = 0.0
 
-    def _next_token_log_probs(self, tokens, encoder_out, decoding_state):
+    def _next_token_log_probs(self, tokens, decoding_state, attention):
         start = time.perf_counter()
         try:
-            return super()._next_token_log_probs(tokens, encoder_out, decoding_state)
+            return super()._next_token_log_probs(tokens, decoding_state, attention)
         finally:
             TimedSearch.model_seconds += time.perf_counter() - start
 
@@ -115,8 +117,9 @@ def main():
         generator, models, ours = both_searches(translator, {})
         calls = batches(translator, encoded, args.call)
         torch_operations = TimedSearch.like(generator, models[0], one_pass=False)
+        fairseq_protocol = TimedSearch.like(generator, models[0], explicit_state=False)
         searches = {"fairseq's SequenceGenerator": None, "the core's BeamSearch": ours,
-                    "the core's, torch top-k": torch_operations}
+                    "the core's, torch top-k": torch_operations, "the core's, fairseq's state": fairseq_protocol}
         seconds = {name: [] for name in searches}
         model_seconds = []
         for repeat in range(args.repeats):

@@ -8,8 +8,11 @@ scores, in fairseq's output format. What differs is the bookkeeping around the m
 
 - finished hypotheses are written into per-sentence tensors (a slot per beam entry),
   not appended one by one in a Python loop;
-- the decoder's reordering goes straight to the modules that keep decoding state,
-  found once per call, instead of walking every module at every step;
+- for the plugin's own decoder the state is plain tensors (``models/decoder_steps.py``):
+  the newest tokens in, each layer a function looked up once per call, the same bits as
+  the decoder's forward; any other incremental decoder keeps fairseq's protocol, its
+  reordering sent straight to the modules that keep decoding state, found once per call,
+  instead of walking every module at every step;
 - a step has no temperature division, profiler ranges or per-step asserts; the NaN
   guard is one pass over the vocabulary in place;
 - repeated n-grams are blocked by one comparison over every hypothesis' n-gram windows;
@@ -35,6 +38,7 @@ import torch
 from torch import Tensor
 
 from ..errors import FConvError
+from ..models.decoder_steps import DecoderSteps
 
 try:  # one pass over the vocabulary per sentence (beam_candidates.cpp), built when the package is installed
     from . import _beam_candidates as compiled_candidates
@@ -57,7 +61,8 @@ class BeamSearch:
 
     def __init__(self, model, tgt_dict, beam_size: int = 5, max_len_a: float = 0.0, max_len_b: int = 200,
                  max_len: int = 0, min_len: int = 1, normalize_scores: bool = True, len_penalty: float = 1.0,
-                 unk_penalty: float = 0.0, no_repeat_ngram_size: int = 0, one_pass: bool = True):
+                 unk_penalty: float = 0.0, no_repeat_ngram_size: int = 0, one_pass: bool = True,
+                 explicit_state: bool = True):
         self.model = model
         self.pad, self.unk, self.eos = tgt_dict.pad(), tgt_dict.unk(), tgt_dict.eos()
         self.vocab_size = len(tgt_dict)
@@ -71,15 +76,16 @@ class BeamSearch:
         self.no_repeat_ngram_size = no_repeat_ngram_size
         # the compiled candidate selection (a CPU loop) where it is built; on a GPU, or False: torch operations
         self.one_pass = one_pass and compiled_candidates is not None
-        # the modules that keep decoding state, in the order fairseq reorders them
-        self._reorderers = [m for m in model.decoder.modules() if hasattr(m, "reorder_incremental_state")]
+        # the plugin's decoder with its state in plain tensors; any other (or False) through fairseq's protocol
+        explicit = explicit_state and DecoderSteps.supports(model)
+        self.steps = DecoderSteps(model) if explicit else FairseqIncrementalSteps(model)
 
     @classmethod
-    def like(cls, generator, model, one_pass: bool = True) -> Optional["BeamSearch"]:
+    def like(cls, generator, model, one_pass: bool = True, explicit_state: bool = True) -> Optional["BeamSearch"]:
         """This search with a fairseq ``SequenceGenerator``'s settings, or None when that
         generator does more than plain beam search with one model (sampling, diverse beams,
         constraints, an ensemble, a language model, temperature, suppressed tokens).
-        ``one_pass`` as the constructor's."""
+        ``one_pass`` and ``explicit_state`` as the constructor's."""
         from fairseq import search
         from fairseq.models import FairseqIncrementalDecoder
         from fairseq.sequence_generator import SequenceGenerator
@@ -103,6 +109,7 @@ class BeamSearch:
             normalize_scores=generator.normalize_scores, len_penalty=generator.len_penalty,
             unk_penalty=generator.unk_penalty,
             no_repeat_ngram_size=0 if blocker is None else blocker.no_repeat_ngram_size, one_pass=one_pass,
+            explicit_state=explicit_state,
         )
 
     @torch.no_grad()
@@ -130,15 +137,12 @@ class BeamSearch:
         cand_size = 2 * beam  # twice the beam, in case half end in </s>
         cand_offsets = torch.arange(cand_size, device=src_tokens.device)
         cands_to_ignore = torch.zeros(bsz, beam, dtype=torch.bool, device=src_tokens.device)
-        decoding_state: Dict[str, Dict[str, Optional[Tensor]]] = {}
+        decoding_state = self.steps.start(encoder_out)
         reorder: Optional[Tensor] = None
         for step in range(max_len + 1):  # one more step for </s>
             if reorder is not None:
-                for module in self._reorderers:
-                    reordered = module.reorder_incremental_state(decoding_state, reorder)
-                    decoding_state = decoding_state if reordered is None else reordered
-                encoder_out = model.encoder.reorder_encoder_out(encoder_out, reorder)
-            lprobs, step_attention = self._next_token_log_probs(beams.tokens[:, : step + 1], encoder_out, decoding_state)
+                decoding_state = self.steps.reorder(decoding_state, reorder)
+            lprobs, step_attention = self._next_token_log_probs(beams.tokens[:, : step + 1], decoding_state, attention)
             if attention and step_attention is not None:
                 beams.record_attention(step, step_attention)
             forcing_prefix = prefix_tokens is not None and step < prefix_tokens.size(1)
@@ -194,13 +198,9 @@ class BeamSearch:
                 reorder = (reorder.view(-1, beam) + shift.unsqueeze(1) * beam).view(-1)
         return hypotheses.best_first()
 
-    def _next_token_log_probs(self, tokens: Tensor, encoder_out, decoding_state):
-        """log p(y_{i+1} | y_1..y_i, x) for every hypothesis, and the step's attention."""
-        logits, step_attention = self.model.decoder(tokens, encoder_out=encoder_out, incremental_state=decoding_state)
-        lprobs = self.model.get_normalized_probs((logits[:, -1:, :], None), log_probs=True)[:, -1, :]
-        if step_attention is not None:
-            step_attention = step_attention[:, -1, :]
-        return lprobs, step_attention
+    def _next_token_log_probs(self, tokens: Tensor, decoding_state, attention: bool):
+        """log p(y_{i+1} | y_1..y_i, x) for every hypothesis, and the step's attention when asked."""
+        return self.steps.log_probs(decoding_state, tokens, attention)
 
     def _constrain(self, lprobs: Tensor, step: int, max_len: int, beams: "_Beams", prefix_tokens: Optional[Tensor]):
         """fairseq's rules, in its order: no NaN, never pad, the unk penalty, only </s> at
@@ -251,6 +251,34 @@ class BeamSearch:
     def _length_normalizer(self, step: int) -> Optional[float]:
         """The divisor of a hypothesis finished at ``step`` (step + 1 tokens with </s>)."""
         return (step + 1) ** self.len_penalty if self.normalize_scores else None
+
+
+class FairseqIncrementalSteps:
+    """Any fairseq incremental decoder through fairseq's protocol, with ``DecoderSteps``'
+    interface: the whole prefix in at every step, the state (the encoder output and the
+    incremental-state dictionary) reordered by the modules that keep it, found once."""
+
+    def __init__(self, model):
+        self.model = model
+        # the modules that keep decoding state, in the order fairseq reorders them
+        self._reorderers = [m for m in model.decoder.modules() if hasattr(m, "reorder_incremental_state")]
+
+    def start(self, encoder_out) -> list:
+        incremental_state: Dict[str, Dict[str, Optional[Tensor]]] = {}
+        return [encoder_out, incremental_state]
+
+    def log_probs(self, state: list, tokens: Tensor, attention: bool):
+        encoder_out, incremental_state = state
+        logits, step_attention = self.model.decoder(tokens, encoder_out=encoder_out, incremental_state=incremental_state)
+        lprobs = self.model.get_normalized_probs((logits[:, -1:, :], None), log_probs=True)[:, -1, :]
+        return lprobs, (step_attention[:, -1, :] if attention and step_attention is not None else None)
+
+    def reorder(self, state: list, order: Tensor) -> list:
+        encoder_out, incremental_state = state
+        for module in self._reorderers:
+            reordered = module.reorder_incremental_state(incremental_state, order)
+            incremental_state = incremental_state if reordered is None else reordered
+        return [self.model.encoder.reorder_encoder_out(encoder_out, order), incremental_state]
 
 
 class _Beams:

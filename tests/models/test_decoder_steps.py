@@ -1,0 +1,151 @@
+"""The decoder's explicit-state steps (models/decoder_steps.py) against the decoder driven
+through fairseq's incremental protocol: the plugin's own (the same bits) and fairseq's
+built-in fconv with the same weights (within float32 rounding), step after step, with the
+beams reordered between steps as beam search reorders them."""
+
+import pytest
+import torch
+
+from fconv_plugin.errors import FConvError
+from fconv_plugin.inference.beam_search import FairseqIncrementalSteps
+from fconv_plugin.models.decoder_steps import DecoderSteps
+from tests.support import DictionaryTask, build_pair, build_plugin_model, make_dictionary, relative_error, translation_batch
+
+SRC, TGT = make_dictionary(40, "s"), make_dictionary(36, "t")
+JOINED = make_dictionary(40, "w")
+BEAM, SOURCE_LENGTHS, STEPS = 3, [7, 4, 9], 6
+
+CONFIGS = {
+    "iwslt": ("fconv_iwslt_de_en", {}),
+    "wmt_en_de": ("fconv_wmt_en_de", {"decoder_layers": "[(64, 3)] * 2 + [(96, 3)] * 2",  # residual projections
+                                       "encoder_layers": "[(64, 3)] * 2", "decoder_embed_dim": 48,
+                                       "encoder_embed_dim": 48, "decoder_out_embed_dim": 32}),
+    "odd": ("fconv", {  # no residual, a residual two blocks back, a 1-wide kernel, layers without attention
+        "encoder_layers": "[(64, 2)] * 2", "decoder_layers": "[(64, 3, 0), (80, 3), (80, 1, 2), (64, 2)]",
+        "decoder_attention": "[True, False, True, False]", "encoder_embed_dim": 48, "decoder_embed_dim": 48,
+        "decoder_out_embed_dim": 48, "share_input_output_embed": True}),
+}
+NO_POSITIONS = ("fconv_iwslt_de_en", {"no_decoder_positional_embeddings": True})  # the ablation: fairseq has no such model
+
+
+def _orders(rows: int):
+    """Reorderings between steps: within each sentence's beam (the source stays shared), across
+    sentences (one source row per hypothesis from then on), and a sentence leaving the batch."""
+    generator = torch.Generator().manual_seed(5)
+    within = (torch.stack([torch.randperm(BEAM, generator=generator) for _ in range(rows // BEAM)])
+              + torch.arange(0, rows, BEAM).unsqueeze(1)).view(-1)
+    across = torch.randperm(rows, generator=generator)
+    return [within, within.flip(0).view(-1, BEAM).flip(1).reshape(-1), across, torch.arange(BEAM, rows)]
+
+
+def _decode(model, steps, src_dict, tgt_dict, attention=True):
+    """Every step's (log-probabilities, averaged attention) for random prefixes of beam x sentences rows."""
+    src, lengths, _, _ = translation_batch(src_dict, tgt_dict, SOURCE_LENGTHS, [1] * len(SOURCE_LENGTHS), seed=3)
+    rows = len(SOURCE_LENGTHS) * BEAM
+    generator = torch.Generator().manual_seed(9)
+    tokens = torch.randint(tgt_dict.nspecial, len(tgt_dict), (rows, STEPS), generator=generator)
+    tokens[:, 0] = tgt_dict.eos()
+    orders = iter(_orders(rows))
+    if hasattr(model, "set_beam_size"):
+        model.set_beam_size(BEAM)
+    results = []
+    with torch.no_grad():
+        encoder_out = model.encoder(src, lengths)
+        encoder_out = model.encoder.reorder_encoder_out(encoder_out, torch.arange(len(SOURCE_LENGTHS)).repeat_interleave(BEAM))
+        state = steps.start(encoder_out)
+        for step in range(STEPS):
+            if step >= 2:  # the first two steps without reordering, then one of each kind
+                order = next(orders, None)
+                if order is not None:
+                    state = steps.reorder(state, order)
+                    tokens = tokens.index_select(0, order)
+            results.append(steps.log_probs(state, tokens[:, : step + 1], attention))
+    return results
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def pair(request):
+    arch, overrides = CONFIGS[request.param]
+    torch.manual_seed(1)
+    ours, reference = build_pair(arch, DictionaryTask(SRC, TGT), **overrides)
+    return ours.eval(), reference.eval()
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS) + ["no_positions"])
+def model(request):
+    arch, overrides = NO_POSITIONS if request.param == "no_positions" else CONFIGS[request.param]
+    torch.manual_seed(1)
+    return build_plugin_model(arch, DictionaryTask(SRC, TGT), **overrides).eval()
+
+
+def test_explicit_steps_give_the_decoders_own_bits(model):
+    explicit = _decode(model, DecoderSteps(model), SRC, TGT)
+    protocol = _decode(model, FairseqIncrementalSteps(model.returning_attention()), SRC, TGT)
+    for (lprobs, attention), (expected, expected_attention) in zip(explicit, protocol):
+        assert torch.equal(lprobs, expected)
+        assert torch.equal(attention, expected_attention)
+
+
+def test_explicit_steps_match_fairseqs_fconv(pair):
+    model, reference = pair
+    explicit = _decode(model, DecoderSteps(model), SRC, TGT, attention=False)
+    fairseqs = _decode(reference, FairseqIncrementalSteps(reference), SRC, TGT, attention=False)
+    for (lprobs, attention), (expected, _) in zip(explicit, fairseqs):
+        assert attention is None
+        assert relative_error(lprobs, expected) < 1e-5
+
+
+def test_prepared_for_generation_the_bits_stay_the_decoders():
+    torch.manual_seed(2)
+    model = build_plugin_model("fconv_iwslt_de_en", DictionaryTask(SRC, TGT)).eval()
+    model.make_generation_fast_()  # the weights frozen in the layout generation reads
+    explicit = _decode(model, DecoderSteps(model), SRC, TGT)
+    protocol = _decode(model, FairseqIncrementalSteps(model.returning_attention()), SRC, TGT)
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(explicit, protocol))
+
+
+@pytest.mark.parametrize("copying", [False, True], ids=["translation", "copying"])
+def test_int8_steps_give_the_int8_decoders_bits(copying):
+    torch.manual_seed(4)
+    if copying:
+        model = build_plugin_model("fconv_gigaword_copy", DictionaryTask(JOINED, JOINED), encoder_layers="[(32, 3)] * 2",
+                                   decoder_layers="[(32, 3), (48, 3, 0), (32, 2)]", decoder_attention="[True, False, True]",
+                                   encoder_embed_dim=24, decoder_embed_dim=24, decoder_out_embed_dim=16)
+        dictionaries = (JOINED, JOINED)
+    else:
+        model = build_plugin_model("fconv_iwslt_de_en", DictionaryTask(SRC, TGT))
+        dictionaries = (SRC, TGT)
+    model.eval().quantize_int8_()
+    explicit = _decode(model, DecoderSteps(model), *dictionaries)
+    protocol = _decode(model, FairseqIncrementalSteps(model.returning_attention()), *dictionaries)
+    for (lprobs, attention), (expected, expected_attention) in zip(explicit, protocol):
+        assert torch.equal(lprobs, expected)
+        assert torch.equal(attention, expected_attention)
+
+
+def test_copying_steps_give_the_copying_decoders_bits():
+    torch.manual_seed(6)
+    model = build_plugin_model("fconv_gigaword_copy", DictionaryTask(JOINED, JOINED), encoder_layers="[(32, 3)] * 2",
+                               decoder_layers="[(32, 3), (32, 2)]", encoder_embed_dim=24, decoder_embed_dim=24,
+                               decoder_out_embed_dim=16).eval()
+    with torch.no_grad():
+        model.decoder.pointer_generator.gate.bias.fill_(0.3)  # both parts of the mixture matter
+    for attention in (False, True):
+        explicit = _decode(model, DecoderSteps(model), JOINED, JOINED, attention)
+        protocol = _decode(model, FairseqIncrementalSteps(model.returning_attention()), JOINED, JOINED, attention)
+        for (lprobs, weights), (expected, expected_weights) in zip(explicit, protocol):
+            assert torch.equal(lprobs, expected)
+            assert (weights is None) == (not attention)
+            if attention:
+                assert torch.equal(weights, expected_weights)
+
+
+def test_a_decoder_in_training_mode_is_refused():
+    model = build_plugin_model("fconv_iwslt_de_en", DictionaryTask(SRC, TGT)).train()
+    with pytest.raises(FConvError, match="training mode .*model.eval\\(\\)"):
+        _decode(model, DecoderSteps(model), SRC, TGT)
+
+
+def test_only_the_plugins_decoder_is_stepped_explicitly(pair):
+    model, reference = pair
+    assert DecoderSteps.supports(model) and not DecoderSteps.supports(reference)
