@@ -1,15 +1,18 @@
 """How much of one decoder step is the model's structure rather than its arithmetic.
 
 On a trained run's model (the quickstart's ``fconv_iwslt_de_en``), one incremental step for
-beam 5 x 16 sentences (80 hypotheses, a 40-token source, the 12th target position), four
+beam 5 x 16 sentences (80 hypotheses, a 40-token source, the 12th target position), five
 ways, taking turns in every repetition, in one process:
 
-1. ``module step``: the decoder as beam search calls it (fairseq's incremental state);
+1. ``module step``: the decoder as fairseq's generator calls it (fairseq's incremental state);
 2. ``explicit state``: the same modules, called in order, with the convolutions' input
    histories passed in and out instead of fairseq's incremental-state dictionary;
 3. ``plain function``: the same torch operations on the same weights, written as one
    function without modules;
-4. ``TorchScript``: that function traced (the operations run without Python).
+4. ``TorchScript``: that function traced (the operations run without Python);
+5. ``decoder steps``: what the inference core's beam search runs since 2026-11-26,
+   ``models/decoder_steps.py`` (the newest tokens in, the state in plain tensors, each
+   layer a function looked up once per call).
 
 It prints milliseconds per step, the ratio to the module step, and whether each gives
 the module step's log-probabilities bit for bit. The difference between 1 and 3 is what
@@ -37,6 +40,7 @@ logging.disable(logging.WARNING)
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from fconv_plugin.inference import Translator  # noqa: E402
+from fconv_plugin.models.decoder_steps import DecoderSteps, DecodingState  # noqa: E402
 from fconv_plugin.modules.conv_block import add_residual  # noqa: E402
 
 SQRT_HALF = math.sqrt(0.5)
@@ -60,7 +64,7 @@ def state_at_step(model, task, sentences: int = SENTENCES):
     return encoder_out, prefix, state
 
 
-def four_steps(model, encoder_out, prefix, state):
+def the_steps(model, encoder_out, prefix, state):
     decoder = model.decoder
     rows = prefix.size(0)
     source = decoder.cached_attention_source(state)
@@ -112,8 +116,18 @@ def four_steps(model, encoder_out, prefix, state):
     position = torch.full((rows, 1), decoder.padding_idx + prefix.size(1))
     arguments = (prefix[:, -1:], position, source.keys, source.values, length_scale, *histories)
     traced = torch.jit.trace(plain, arguments, check_trace=False)
+
+    steps = DecoderSteps(model)
+    steps_state = steps.start(encoder_out)
+    for length in range(1, prefix.size(1)):  # the same first STEP - 1 steps
+        steps.log_probs(steps_state, prefix[:, :length], attention=False)
+
+    def decoder_steps():  # a fresh list of histories each time: a step replaces its entries
+        return steps.log_probs(DecodingState(steps_state.source, list(steps_state.histories)), prefix, attention=False)[0]
+
     return {"module step": module_step, "explicit state": explicit_state,
-            "plain function": lambda: plain(*arguments), "TorchScript": lambda: traced(*arguments)}
+            "plain function": lambda: plain(*arguments), "TorchScript": lambda: traced(*arguments),
+            "decoder steps": decoder_steps}
 
 
 def main():
@@ -133,7 +147,7 @@ def main():
     for parameter in model.parameters():
         parameter.requires_grad_(False)
     with torch.no_grad():
-        steps = four_steps(model, *state_at_step(model, translator.task))
+        steps = the_steps(model, *state_at_step(model, translator.task))
         reference = steps["module step"]()
         same = {name: torch.equal(step(), reference) for name, step in steps.items()}
         times = {name: [] for name in steps}

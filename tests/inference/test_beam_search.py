@@ -12,8 +12,8 @@ from fairseq import search as fairseq_search
 from fairseq.ngram_repeat_block import NGramRepeatBlock
 from fairseq.sequence_generator import SequenceGenerator
 
-from fconv_plugin.inference.beam_search import BeamSearch, block_repeated_ngrams
-from tests.support import DictionaryTask, build_plugin_model, make_dictionary, translation_batch
+from fconv_plugin.inference.beam_search import BeamSearch, FairseqIncrementalSteps, block_repeated_ngrams
+from tests.support import DictionaryTask, build_pair, build_plugin_model, make_dictionary, translation_batch
 
 SRC, TGT = make_dictionary(40, "s"), make_dictionary(30, "t")
 SMALL = dict(encoder_embed_dim=24, decoder_embed_dim=24, decoder_out_embed_dim=16,
@@ -127,6 +127,22 @@ def test_int8_models_search_as_fairseq_searches_them():
     int8 = _model(int8=True)
     src, lengths = _batch(seed=3)
     _assert_same(BeamSearch(int8, TGT, beam_size=5).generate(src, lengths), _fairseq(int8, src, lengths, beam_size=5))
+
+
+def test_fairseqs_incremental_protocol_searches_as_fairseq_searches():
+    """The search over any other incremental decoder (fairseq's protocol, ``explicit_state=False``):
+    the plugin's decoder driven that way, and fairseq's own fconv."""
+    src, lengths = _batch(seed=4)
+    plugin = _model()
+    search = BeamSearch(plugin, TGT, beam_size=5, explicit_state=False)
+    assert isinstance(search.steps, FairseqIncrementalSteps)
+    _assert_same(search.generate(src, lengths), _fairseq(plugin, src, lengths, beam_size=5))
+    torch.manual_seed(0)
+    _, fairseqs_fconv = build_pair("fconv_iwslt_de_en", DictionaryTask(SRC, TGT), **SMALL)
+    fairseqs_fconv.eval()
+    search = BeamSearch(fairseqs_fconv, TGT, beam_size=5)
+    assert isinstance(search.steps, FairseqIncrementalSteps)
+    _assert_same(search.generate(src, lengths), _fairseq(fairseqs_fconv, src, lengths, beam_size=5))
 
 
 class WordsOnlyBlocker(NGramRepeatBlock):
