@@ -127,6 +127,13 @@ class Int8Weight(nn.Module):
 
     def embedding(self, indices: Tensor) -> Tensor:
         """Rows ``indices`` of the table this matrix holds, as float32."""
+        if _compiled_loops() and indices.dtype == torch.long:
+            return fused_rows.embedding(indices, self.weight, self.scale)  # one pass, the same bits
+        return self.embedding_in_torch_operations(indices)
+
+    def embedding_in_torch_operations(self, indices: Tensor) -> Tensor:
+        """``embedding`` as torch operations: the reference the compiled loop is tested
+        against bit for bit, what an export traces, and the stand-in where it is not built."""
         return F.embedding(indices, self.weight).float() * F.embedding(indices, self.scale.unsqueeze(1))
 
     def extra_repr(self) -> str:

@@ -409,11 +409,45 @@ torch::Tensor gate(const torch::Tensor& x) {
   return y;
 }
 
+// Rows of an int8 table as float32 (Int8Weight.embedding, §3.1's word and position
+// embeddings): out[.., d] = float(q[i, d]) * scale[i], one rounded multiplication each, as
+// the torch form's two lookups, conversion and product compute it; one pass instead of four
+// kernels.
+torch::Tensor embedding(const torch::Tensor& indices, const torch::Tensor& weight, const torch::Tensor& scale) {
+  check_on_cpu({&indices, &weight, &scale});
+  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kChar && weight.is_contiguous() &&
+                  scale.scalar_type() == torch::kFloat && scale.is_contiguous() && scale.numel() == weight.size(0),
+              "embedding takes an int8 table (rows x dim) and one float32 scale per row");
+  TORCH_CHECK(indices.scalar_type() == torch::kLong, "embedding takes int64 indices");
+  const auto ids = indices.contiguous();
+  const int64_t n = ids.numel(), dim = weight.size(1), table_rows = weight.size(0);
+  const int64_t* id = ids.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i)
+    TORCH_CHECK_INDEX(id[i] >= 0 && id[i] < table_rows, "index ", id[i], " is out of range for a table of ",
+                      table_rows, " rows");
+  std::vector<int64_t> shape(ids.sizes().begin(), ids.sizes().end());
+  shape.push_back(dim);
+  auto out = torch::empty(shape, scale.options());
+  const int8_t* table = weight.data_ptr<int8_t>();
+  const float* scales = scale.data_ptr<float>();
+  float* out_data = out.data_ptr<float>();
+  at::parallel_for(0, n, rows_per_task(dim), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int8_t* row = table + id[i] * dim;
+      const float row_scale = scales[id[i]];
+      float* o = out_data + i * dim;
+      for (int64_t d = 0; d < dim; ++d) o[d] = static_cast<float>(row[d]) * row_scale;
+    }
+  });
+  return out;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("quantize_rows", &quantize_rows, "each row of a float32 matrix as int8 with its own scale");
   m.def("linear", &linear, "x times an int8 weight with per-row scales, plus bias; x's rows quantised each on its own");
   m.def("attention_weights", &attention_weights, "softmax of query . keys over the source, float64 sums, batch-invariant");
   m.def("attention_read", &attention_read, "weights times values, float64 sums, batch-invariant");
   m.attr("avx2_fma") = kAvx2Fma;  // which compiled form of the loops runs here
+  m.def("embedding", &embedding, "rows of an int8 table with per-row scales, as float32");
   m.def("gate", &gate, "the GLU A / (1 + exp(-B)) in float64, rounded once: the torch form's bits");
 }

@@ -364,6 +364,26 @@ def test_the_fused_gate_gives_the_bits_of_the_torch_operations(shape):
     assert torch.equal(PreciseGatedLinearUnit()(x), fused_rows.gate(x))
 
 
+@pytest.mark.parametrize("shape", [(80,), (16, 5), (3000,)])
+def test_the_fused_embedding_gives_the_bits_of_the_torch_operations(shape):
+    """A beam's tokens, a batch x time block, and more rows than one thread's grain."""
+    generator = torch.Generator().manual_seed(len(shape))
+    int8 = Int8Weight.from_float(torch.randn(4576, 256, generator=generator))
+    indices = torch.randint(0, 4576, shape, generator=generator)
+    fused = int8.embedding(indices)
+    assert fused.shape == (*shape, 256)
+    assert torch.equal(fused, int8.embedding_in_torch_operations(indices))
+
+
+def test_the_fused_embedding_refuses_an_index_outside_the_table():
+    from fconv_plugin.modules.int8 import fused_rows
+
+    int8 = Int8Weight.from_float(torch.randn(10, 4))
+    for index in (10, -1):
+        with pytest.raises(IndexError, match=f"index {index} is out of range for a table of 10 rows"):
+            fused_rows.embedding(torch.tensor([3, index]), int8.weight, int8.scale)
+
+
 def test_the_compiled_loops_refuse_tensors_off_the_cpu_with_one_line():
     """They read CPU memory; a tensor elsewhere (here torch's storage-less meta device, which
     every machine has) gets an error that says what to do, not a crash."""
@@ -376,6 +396,8 @@ def test_the_compiled_loops_refuse_tensors_off_the_cpu_with_one_line():
         lambda: fused_rows.linear(torch.empty(4, 8, **meta), torch.zeros(3, 8, dtype=torch.int8), torch.ones(3), None),
         lambda: fused_rows.attention_weights(torch.empty(2, 5, 8, **meta), torch.empty(2, 8, 7, **meta), None),
         lambda: fused_rows.attention_read(torch.empty(2, 5, 7, **meta), torch.empty(2, 7, 8, **meta)),
+        lambda: fused_rows.embedding(torch.zeros(3, dtype=torch.long, **meta), torch.zeros(5, 4, dtype=torch.int8),
+                                     torch.ones(5)),
     ]
     for call in calls:
         with pytest.raises(RuntimeError, match="int8 models run on the CPU .*; add --cpu"):
