@@ -81,36 +81,43 @@ FCONV_INLINE void scale_back_row_body(const int32_t* __restrict sums, int64_t n,
 // (a product, then an addition, each rounded: no fused multiply-add), so blocking the rows
 // changes no bit; it reads each m_oi once for R rows, and keeps 8 outputs of each row in
 // registers across the whole sum.
-typedef double Doubles4 __attribute__((vector_size(32)));
-typedef float Floats4 __attribute__((vector_size(16), aligned(4)));  // may be unaligned
+typedef double Doubles8 __attribute__((vector_size(64)));
+typedef float Floats8 __attribute__((vector_size(32), aligned(4)));  // may be unaligned
 
-template <int R>
+// Outputs i.. of the R rows, 8·V at a time (V registers of 8 doubles per row where the CPU
+// has 512-bit registers, twice V of 4 where it has 256-bit ones); returns where it stopped.
+template <int R, int V>
+FCONV_INLINE int64_t row_block_outputs(const double* __restrict c, const float* __restrict m, int64_t inner,
+                                       int64_t outer, int64_t i, double* __restrict out) {
+  for (; i + 8 * V <= outer; i += 8 * V) {
+    Doubles8 sums[R][V];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) sums[r][v] = Doubles8{0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    for (int64_t o = 0; o < inner; ++o) {
+      Doubles8 m_o[V];
+      for (int v = 0; v < V; ++v)
+        m_o[v] = __builtin_convertvector(*reinterpret_cast<const Floats8*>(m + o * outer + i + 8 * v), Doubles8);
+      for (int r = 0; r < R; ++r) {
+        const double c_ro = c[r * inner + o];
+        for (int v = 0; v < V; ++v) sums[r][v] += c_ro * m_o[v];
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v)
+        for (int k = 0; k < 8; ++k) out[r * outer + i + 8 * v + k] = sums[r][v][k];
+  }
+  return i;
+}
+
+template <int R, int V>
 FCONV_INLINE void row_block_times_matrix(const float* __restrict c_rows, int64_t c_stride, const float* __restrict m,
                                          int64_t inner, int64_t outer, double* __restrict out) {
   std::vector<double> c_block(R * inner);  // the rows' c in float64 once, not once per 8 outputs
   double* __restrict c = c_block.data();
   for (int r = 0; r < R; ++r)
     for (int64_t o = 0; o < inner; ++o) c[r * inner + o] = c_rows[r * c_stride + o];
-  int64_t i = 0;
-  for (; i + 8 <= outer; i += 8) {
-    Doubles4 low[R], high[R];
-    for (int r = 0; r < R; ++r) low[r] = high[r] = Doubles4{0.0, 0.0, 0.0, 0.0};
-    for (int64_t o = 0; o < inner; ++o) {
-      const Floats4* m_o = reinterpret_cast<const Floats4*>(m + o * outer + i);
-      const Doubles4 m_low = __builtin_convertvector(m_o[0], Doubles4), m_high = __builtin_convertvector(m_o[1], Doubles4);
-      for (int r = 0; r < R; ++r) {
-        const double c_ro = c[r * inner + o];
-        low[r] += c_ro * m_low;
-        high[r] += c_ro * m_high;
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int k = 0; k < 4; ++k) {
-        out[r * outer + i + k] = low[r][k];
-        out[r * outer + i + 4 + k] = high[r][k];
-      }
-    }
-  }
+  int64_t i = row_block_outputs<R, V>(c, m, inner, outer, 0, out);
+  if (V > 1) i = row_block_outputs<R, 1>(c, m, inner, outer, i, out);
   for (; i < outer; ++i) {
     for (int r = 0; r < R; ++r) {
       double sum = 0.0;
@@ -122,15 +129,21 @@ FCONV_INLINE void row_block_times_matrix(const float* __restrict c_rows, int64_t
 
 constexpr int kRowsAtOnce = 5;  // a beam of 5 (the paper's) in one block: 10 of AVX2's 16 registers
 
-FCONV_INLINE void rows_times_matrix_body(const float* c, int64_t c_stride, const float* m, int64_t inner,
-                                         int64_t outer, int rows, double* out) {
+template <int V>
+FCONV_INLINE void rows_times_matrix_of_width(const float* c, int64_t c_stride, const float* m, int64_t inner,
+                                             int64_t outer, int rows, double* out) {
   switch (rows) {
-    case 1: row_block_times_matrix<1>(c, c_stride, m, inner, outer, out); break;
-    case 2: row_block_times_matrix<2>(c, c_stride, m, inner, outer, out); break;
-    case 3: row_block_times_matrix<3>(c, c_stride, m, inner, outer, out); break;
-    case 4: row_block_times_matrix<4>(c, c_stride, m, inner, outer, out); break;
-    default: row_block_times_matrix<kRowsAtOnce>(c, c_stride, m, inner, outer, out); break;
+    case 1: row_block_times_matrix<1, V>(c, c_stride, m, inner, outer, out); break;
+    case 2: row_block_times_matrix<2, V>(c, c_stride, m, inner, outer, out); break;
+    case 3: row_block_times_matrix<3, V>(c, c_stride, m, inner, outer, out); break;
+    case 4: row_block_times_matrix<4, V>(c, c_stride, m, inner, outer, out); break;
+    default: row_block_times_matrix<kRowsAtOnce, V>(c, c_stride, m, inner, outer, out); break;
   }
+}
+
+FCONV_INLINE void rows_times_matrix_256_body(const float* c, int64_t c_stride, const float* m, int64_t inner,
+                                         int64_t outer, int rows, double* out) {
+  rows_times_matrix_of_width<1>(c, c_stride, m, inner, outer, rows, out);
 }
 
 // The gate v([A B]) = A / (1 + e) of int8 models (PreciseGatedLinearUnit), given e = exp(-B)
@@ -146,10 +159,14 @@ FCONV_INLINE void gated_row_body(const float* __restrict x, const double* __rest
 
 #if defined(__x86_64__) && defined(__GNUC__)
 const bool kAvx2Fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+const bool kAvx512 = kAvx2Fma && __builtin_cpu_supports("avx512f");
 #define FCONV_AVX2 __attribute__((target("avx2,fma")))
+#define FCONV_AVX512 __attribute__((target("avx2,fma,avx512f")))
 #else
 constexpr bool kAvx2Fma = false;
+constexpr bool kAvx512 = false;
 #define FCONV_AVX2
+#define FCONV_AVX512
 #endif
 
 // NAME: NAME_body compiled for AVX2 with FMA and for the baseline, chosen by the CPU
@@ -162,9 +179,22 @@ FCONV_DISPATCHED(quantize_row, (const float* x, int64_t n, int8_t* q, float* sca
 FCONV_DISPATCHED(scale_back_row,
                  (const int32_t* sums, int64_t n, float row_scale, const float* column_scale, const float* bias, float* y),
                  (sums, n, row_scale, column_scale, bias, y))
-FCONV_DISPATCHED(rows_times_matrix,
+FCONV_DISPATCHED(rows_times_matrix_256,
                  (const float* c, int64_t c_stride, const float* m, int64_t inner, int64_t outer, int rows, double* out),
                  (c, c_stride, m, inner, outer, rows, out))
+
+// The attention's float64 sums with 512-bit registers where the CPU has them: 16 outputs of
+// each row at a time instead of 8, every output the same sum in the same order (the same bits).
+FCONV_AVX512 void rows_times_matrix_512(const float* c, int64_t c_stride, const float* m, int64_t inner, int64_t outer,
+                                        int rows, double* out) {
+  rows_times_matrix_of_width<2>(c, c_stride, m, inner, outer, rows, out);
+}
+
+void rows_times_matrix(const float* c, int64_t c_stride, const float* m, int64_t inner, int64_t outer, int rows,
+                       double* out) {
+  kAvx512 ? rows_times_matrix_512(c, c_stride, m, inner, outer, rows, out)
+          : rows_times_matrix_256(c, c_stride, m, inner, outer, rows, out);
+}
 FCONV_DISPATCHED(negated_gate_half, (const float* x, int64_t half, double* negated), (x, half, negated))
 FCONV_DISPATCHED(gated_row, (const float* x, const double* exp_negated, int64_t half, float* y), (x, exp_negated, half, y))
 
@@ -448,6 +478,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("attention_weights", &attention_weights, "softmax of query . keys over the source, float64 sums, batch-invariant");
   m.def("attention_read", &attention_read, "weights times values, float64 sums, batch-invariant");
   m.attr("avx2_fma") = kAvx2Fma;  // which compiled form of the loops runs here
+  m.attr("avx512") = kAvx512;  // the attention's sums with 512-bit registers
   m.def("embedding", &embedding, "rows of an int8 table with per-row scales, as float32");
   m.def("gate", &gate, "the GLU A / (1 + exp(-B)) in float64, rounded once: the torch form's bits");
 }
