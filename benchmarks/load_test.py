@@ -20,6 +20,7 @@ other errors. Bounded: loopback only, a fixed number of clients and seconds.
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -174,12 +175,14 @@ def main():
     parser.add_argument("--curve", default=None, metavar="N,N,...",
                         help="a saturation curve at these numbers of clients instead of batching on against off")
     parser.add_argument("--request-sentences", type=int, default=8, help="sentences a request in --curve")
+    parser.add_argument("--server-options", default="", metavar="'--OPTION VALUE ...'",
+                        help="more fconv-serve options for every server, e.g. '--max-batch-sentences 64'")
     args = parser.parse_args()
     run = Path(args.run).resolve()
     sentences = (run / "test.raw.es").read_text(encoding="utf-8").splitlines()[: args.sentences]
     int8 = int8_copy(run)
     common = ["--source-lang", "es", "--target-lang", "en", "--tokenizer", "moses", "--bpe", "subword_nmt",
-              "--bpe-codes", str(run / "codes"), "--beam", "5"]
+              "--bpe-codes", str(run / "codes"), "--beam", "5", *shlex.split(args.server_options)]
     if args.curve:
         counts = [int(n) for n in args.curve.split(",")]
         results = curve(run, common, int8, counts, args.seconds, args.request_sentences, sentences)

@@ -190,10 +190,12 @@ FCONV_AVX512 void rows_times_matrix_512(const float* c, int64_t c_stride, const 
   rows_times_matrix_of_width<2>(c, c_stride, m, inner, outer, rows, out);
 }
 
+bool wide_registers = kAvx512;  // the 512-bit loops where the CPU has them; tests switch to compare
+
 void rows_times_matrix(const float* c, int64_t c_stride, const float* m, int64_t inner, int64_t outer, int rows,
                        double* out) {
-  kAvx512 ? rows_times_matrix_512(c, c_stride, m, inner, outer, rows, out)
-          : rows_times_matrix_256(c, c_stride, m, inner, outer, rows, out);
+  wide_registers ? rows_times_matrix_512(c, c_stride, m, inner, outer, rows, out)
+                 : rows_times_matrix_256(c, c_stride, m, inner, outer, rows, out);
 }
 FCONV_DISPATCHED(negated_gate_half, (const float* x, int64_t half, double* negated), (x, half, negated))
 FCONV_DISPATCHED(gated_row, (const float* x, const double* exp_negated, int64_t half, float* y), (x, exp_negated, half, y))
@@ -479,6 +481,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("attention_read", &attention_read, "weights times values, float64 sums, batch-invariant");
   m.attr("avx2_fma") = kAvx2Fma;  // which compiled form of the loops runs here
   m.attr("avx512") = kAvx512;  // the attention's sums with 512-bit registers
+  m.def("use_wide_registers", [](bool wide) {
+    const bool before = wide_registers;
+    wide_registers = wide && kAvx512;
+    return before;
+  }, "the attention's sums with 512-bit registers (where the CPU has them) or 256-bit ones; returns the setting before");
   m.def("embedding", &embedding, "rows of an int8 table with per-row scales, as float32");
   m.def("gate", &gate, "the GLU A / (1 + exp(-B)) in float64, rounded once: the torch form's bits");
 }

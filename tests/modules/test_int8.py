@@ -364,6 +364,30 @@ def test_the_fused_gate_gives_the_bits_of_the_torch_operations(shape):
     assert torch.equal(PreciseGatedLinearUnit()(x), fused_rows.gate(x))
 
 
+@pytest.mark.parametrize("batch, rows, length", [(16, 5, 40), (3, 7, 37), (2, 3, 9), (4, 5, 200)])
+def test_the_attention_sums_give_the_same_bits_with_512_and_256_bit_registers(batch, rows, length):
+    """Sources of 16k, 8k + 5, 9 and 200 positions: every path through the blocks of 16, 8 and one."""
+    from fconv_plugin.modules.int8 import fused_rows
+
+    if not fused_rows.avx512:
+        pytest.skip("this CPU has no AVX-512: only the 256-bit loops run here")
+    generator = torch.Generator().manual_seed(length)
+    query, keys = torch.randn(batch, rows, 256, generator=generator), torch.randn(batch, 256, length, generator=generator)
+    values = torch.randn(batch, length, 256, generator=generator)
+    padding = torch.rand(batch, length, generator=generator) < 0.2
+    padding[:, 0] = False
+    answers = []
+    before = fused_rows.use_wide_registers(True)
+    try:
+        for wide in (True, False):
+            fused_rows.use_wide_registers(wide)
+            weights = fused_rows.attention_weights(query, keys, padding)
+            answers.append((weights, fused_rows.attention_read(weights, values)))
+    finally:
+        fused_rows.use_wide_registers(before)
+    assert torch.equal(answers[0][0], answers[1][0]) and torch.equal(answers[0][1], answers[1][1])
+
+
 @pytest.mark.parametrize("shape", [(80,), (16, 5), (3000,)])
 def test_the_fused_embedding_gives_the_bits_of_the_torch_operations(shape):
     """A beam's tokens, a batch x time block, and more rows than one thread's grain."""
