@@ -123,7 +123,8 @@ def the_steps(model, encoder_out, prefix, state):
         steps.log_probs(steps_state, prefix[:, :length], attention=False)
 
     def decoder_steps():  # a fresh list of histories each time: a step replaces its entries
-        return steps.log_probs(DecodingState(steps_state.source, list(steps_state.histories)), prefix, attention=False)[0]
+        fresh = DecodingState(steps_state.layers, steps_state.source, list(steps_state.histories))
+        return steps.log_probs(fresh, prefix, attention=False)[0]
 
     return {"module step": module_step, "explicit state": explicit_state,
             "plain function": lambda: plain(*arguments), "TorchScript": lambda: traced(*arguments),

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..errors import FConvError
-from ..modules import AttentionSource
+from ..modules import AttentionLayer, AttentionSource
 from ..modules.conv_block import add_residual
 from .fconv import FConvDecoder
 
@@ -35,14 +35,6 @@ def row_function(layer) -> RowFunction:
 
 
 @dataclass
-class DecodingState:
-    """What a step reads besides the newest tokens, one row per hypothesis."""
-
-    source: Optional[AttentionSource]  # the encoder outputs, once per sentence where shared
-    histories: List[Optional[Tensor]]  # block l's last k - 1 inputs, rows x (k - 1)·in, oldest first
-
-
-@dataclass
 class _Block:
     """One convolution block's functions (§3.2), with its attention (§3.3) where it has one."""
 
@@ -50,9 +42,29 @@ class _Block:
     history: int  # k - 1 inputs kept between steps
     residual: int  # blocks back (0: none)
     project_residual: Optional[RowFunction]
-    attention: Optional[object]  # the AttentionLayer
+    attention: Optional[AttentionLayer]
     project_in: Optional[RowFunction]
     project_out: Optional[RowFunction]
+
+
+@dataclass
+class _Layers:
+    """The decoder's layers as functions, looked up once per search (the weights as they are then)."""
+
+    fc1: RowFunction
+    blocks: List[_Block]
+    fc2: RowFunction
+    fc3: RowFunction
+
+
+@dataclass
+class DecodingState:
+    """What a step reads besides the newest tokens, one row per hypothesis; one per search,
+    so searches in several threads share nothing but the model."""
+
+    layers: _Layers
+    source: Optional[AttentionSource]  # the encoder outputs, once per sentence where shared
+    histories: List[Optional[Tensor]]  # block l's last k - 1 inputs, rows x (k - 1)·in, oldest first
 
 
 class DecoderSteps:
@@ -74,8 +86,7 @@ class DecoderSteps:
         decoder = self.decoder
         if decoder.training:
             raise FConvError("the decoder is in training mode (dropout on); call model.eval() before generating")
-        self.fc1, self.fc2, self.fc3 = (row_function(layer) for layer in (decoder.fc1, decoder.fc2, decoder.fc3))
-        self.blocks = [
+        blocks = [
             _Block(
                 convolve=row_function(convolution),
                 history=plan.kernel_size - 1,
@@ -88,28 +99,29 @@ class DecoderSteps:
             for plan, projection, convolution, attention in zip(
                 decoder.plans, decoder.projections, decoder.convolutions, decoder.attention)
         ]
+        layers = _Layers(row_function(decoder.fc1), blocks, row_function(decoder.fc2), row_function(decoder.fc3))
         keys = encoder_out["encoder_out"][0]
         rows = keys.size(0) if encoder_out.get("rows") is None else encoder_out["rows"].numel()
         source = decoder.attention_source(encoder_out, incremental=True) if decoder.num_attention_layers else None
         histories = [
             keys.new_zeros(rows, block.history * plan.in_channels) if block.history else None
-            for block, plan in zip(self.blocks, decoder.plans)
+            for block, plan in zip(blocks, decoder.plans)
         ]
-        return DecodingState(source, histories)
+        return DecodingState(layers, source, histories)
 
     def log_probs(self, state: DecodingState, tokens: Tensor, attention: bool) -> Tuple[Tensor, Optional[Tensor]]:
         """log p(y_{i+1} | y_1..y_i, x) for every row of ``tokens`` (rows x i, the prefix so
         far) and, when ``attention``, the attention averaged over the layers (rows x src)."""
-        decoder = self.decoder
+        decoder, layers = self.decoder, state.layers
         last = tokens[:, -1]
         x = decoder.embed_tokens(last)
         if decoder.embed_positions is not None:  # prefixes hold no padding: position i of each
             x = x + decoder.embed_positions.at(torch.full_like(last, decoder.padding_idx + tokens.size(1)))
         target_embedding = x
-        x = self.fc1(x)
+        x = layers.fc1(x)
         block_outputs = [x]
         attention_weights: List[Tensor] = []
-        for index, block in enumerate(self.blocks):
+        for index, block in enumerate(layers.blocks):
             residual = None
             if block.residual:
                 residual = block_outputs[-block.residual]
@@ -125,8 +137,8 @@ class DecoderSteps:
                 attention_weights.append(weights)
             x = add_residual(x, residual)
             block_outputs.append(x)
-        output_state = self.fc2(x)
-        logits = self.fc3(output_state)
+        output_state = layers.fc2(x)
+        logits = layers.fc3(output_state)
         copying = decoder.pointer_generator
         average = None
         if attention_weights and (attention or copying is not None):

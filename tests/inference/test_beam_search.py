@@ -6,6 +6,8 @@ hypothesis must be fairseq's: the same tokens in the same order, bit-identical s
 positional scores and attention, for each option the inference core passes.
 """
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import torch
 from fairseq import search as fairseq_search
@@ -143,6 +145,17 @@ def test_fairseqs_incremental_protocol_searches_as_fairseq_searches():
     search = BeamSearch(fairseqs_fconv, TGT, beam_size=5)
     assert isinstance(search.steps, FairseqIncrementalSteps)
     _assert_same(search.generate(src, lengths), _fairseq(fairseqs_fconv, src, lengths, beam_size=5))
+
+
+def test_one_search_used_from_several_threads_answers_as_one_call_at_a_time(model):
+    """The decoding state belongs to each call (models/decoder_steps.DecodingState), not to the search."""
+    search = BeamSearch(model, TGT, beam_size=4)
+    batches = [_batch(seed) for seed in range(6)]
+    alone = [search.generate(*batch) for batch in batches]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        together = list(pool.map(lambda batch: search.generate(*batch), batches * 2))
+    for expected, actual in zip(alone * 2, together):
+        _assert_same(actual, expected)
 
 
 class WordsOnlyBlocker(NGramRepeatBlock):
