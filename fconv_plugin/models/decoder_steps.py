@@ -75,7 +75,6 @@ class DecoderSteps:
     one position for every hypothesis, ``reorder`` follows the beams."""
 
     def __init__(self, model):
-        self.model = model
         self.decoder: FConvDecoder = model.decoder
 
     @staticmethod

@@ -39,8 +39,9 @@ int64_t rows_per_task(int64_t cols) { return std::max<int64_t>(1, kValuesPerTask
 int64_t rows_per_dividing_task(int64_t cols) { return std::max<int64_t>(1, rows_per_task(cols) / 8); }
 
 // Each loop is compiled twice (FCONV_DISPATCHED below): for AVX2 with FMA (x86-64 since
-// 2013), chosen at run time where the CPU has them, and for the baseline; both give the
-// same bits (no implicit contraction, the one fma explicit).
+// 2013), chosen at run time where the CPU has them, and for the baseline; the attention's sums
+// a third time, for AVX-512 (rows_times_matrix_512). All give the same bits (no implicit
+// contraction, the one fma explicit).
 #define FCONV_INLINE static inline __attribute__((always_inline))
 
 FCONV_INLINE void quantize_row_body(const float* __restrict x, int64_t n, int8_t* __restrict q,
@@ -79,8 +80,8 @@ FCONV_INLINE void scale_back_row_body(const int32_t* __restrict sums, int64_t n,
 // weights, m = values: source x embed) are both this, and a sentence's hypotheses (beam search's
 // rows) share its m. Every out_ri is the same sum in the same order as one row alone would get
 // (a product, then an addition, each rounded: no fused multiply-add), so blocking the rows
-// changes no bit; it reads each m_oi once for R rows, and keeps 8 outputs of each row in
-// registers across the whole sum.
+// changes no bit; it reads each m_oi once for R rows, and keeps 8 outputs of each row (16
+// with 512-bit registers) in registers across the whole sum.
 typedef double Doubles8 __attribute__((vector_size(64)));
 typedef float Floats8 __attribute__((vector_size(32), aligned(4)));  // may be unaligned
 
