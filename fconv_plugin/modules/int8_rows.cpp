@@ -41,7 +41,7 @@ int64_t rows_per_dividing_task(int64_t cols) { return std::max<int64_t>(1, rows_
 // Each loop is compiled twice (FCONV_DISPATCHED below): for AVX2 with FMA (x86-64 since
 // 2013), chosen at run time where the CPU has them, and for the baseline; the attention's sums
 // a third time, for AVX-512 (rows_times_matrix_512). All give the same bits (no implicit
-// contraction, the one fma explicit).
+// contraction but in the attention's sums, whose products are exact; the one fma explicit).
 #define FCONV_INLINE static inline __attribute__((always_inline))
 
 FCONV_INLINE void quantize_row_body(const float* __restrict x, int64_t n, int8_t* __restrict q,
@@ -79,7 +79,7 @@ FCONV_INLINE void scale_back_row_body(const int32_t* __restrict sums, int64_t n,
 // matrix. The attention's scores (c = queries, m = keys: embed x source) and its read (c =
 // weights, m = values: source x embed) are both this, and a sentence's hypotheses (beam search's
 // rows) share its m. Every out_ri is the same sum in the same order as one row alone would get
-// (a product, then an addition, each rounded: no fused multiply-add), so blocking the rows
+// (an exact product, then an addition rounded: fused or not, the same bits), so blocking the rows
 // changes no bit; it reads each m_oi once for R rows, and keeps 8 outputs of each row (16
 // with 512-bit registers) in registers across the whole sum.
 typedef double Doubles8 __attribute__((vector_size(64)));
@@ -119,13 +119,17 @@ FCONV_INLINE void row_block_times_matrix(const float* __restrict c_rows, int64_t
     for (int64_t o = 0; o < inner; ++o) c[r * inner + o] = c_rows[r * c_stride + o];
   int64_t i = row_block_outputs<R, V>(c, m, inner, outer, 0, out);
   if (V > 1) i = row_block_outputs<R, 1>(c, m, inner, outer, i, out);
-  for (; i < outer; ++i) {
-    for (int r = 0; r < R; ++r) {
-      double sum = 0.0;
-      for (int64_t o = 0; o < inner; ++o) sum += c[r * inner + o] * static_cast<double>(m[o * outer + i]);
-      out[r * outer + i] = sum;
-    }
-  }
+  if (i == outer) return;
+  // The last outer % 8 outputs (a source length's remainder) through the same 8-wide loop, on
+  // their columns of m copied beside zeros: the same sums in the same order.
+  const int64_t remaining = outer - i;
+  std::vector<float> m_tail(inner * 8, 0.0f);
+  for (int64_t o = 0; o < inner; ++o)
+    for (int64_t k = 0; k < remaining; ++k) m_tail[o * 8 + k] = m[o * outer + i + k];
+  double tail_out[R * 8];
+  row_block_outputs<R, 1>(c, m_tail.data(), inner, 8, 0, tail_out);
+  for (int r = 0; r < R; ++r)
+    for (int64_t k = 0; k < remaining; ++k) out[r * outer + i + k] = tail_out[r * 8 + k];
 }
 
 constexpr int kRowsAtOnce = 5;  // a beam of 5 (the paper's) in one block: 10 of AVX2's 16 registers
@@ -180,13 +184,27 @@ FCONV_DISPATCHED(quantize_row, (const float* x, int64_t n, int8_t* q, float* sca
 FCONV_DISPATCHED(scale_back_row,
                  (const int32_t* sums, int64_t n, float row_scale, const float* column_scale, const float* bias, float* y),
                  (sums, n, row_scale, column_scale, bias, y))
-FCONV_DISPATCHED(rows_times_matrix_256,
-                 (const float* c, int64_t c_stride, const float* m, int64_t inner, int64_t outer, int rows, double* out),
-                 (c, c_stride, m, inner, outer, rows, out))
+// The sums' product of two float32 values is exact in float64 (24 + 24 significand bits of
+// 53), so a fused multiply-add rounds exactly where the product-then-addition does: the
+// AVX2 and AVX-512 loops contract them (FCONV_CONTRACTED), half the instructions, the same bits.
+#define FCONV_CONTRACTED __attribute__((optimize("fp-contract=fast")))
+void rows_times_matrix_256_baseline(const float* c, int64_t c_stride, const float* m, int64_t inner, int64_t outer,
+                                    int rows, double* out) {
+  rows_times_matrix_256_body(c, c_stride, m, inner, outer, rows, out);
+}
+FCONV_AVX2 FCONV_CONTRACTED void rows_times_matrix_256_avx2(const float* c, int64_t c_stride, const float* m,
+                                                             int64_t inner, int64_t outer, int rows, double* out) {
+  rows_times_matrix_256_body(c, c_stride, m, inner, outer, rows, out);
+}
+void rows_times_matrix_256(const float* c, int64_t c_stride, const float* m, int64_t inner, int64_t outer, int rows,
+                           double* out) {
+  kAvx2Fma ? rows_times_matrix_256_avx2(c, c_stride, m, inner, outer, rows, out)
+           : rows_times_matrix_256_baseline(c, c_stride, m, inner, outer, rows, out);
+}
 
 // The attention's float64 sums with 512-bit registers where the CPU has them: 16 outputs of
 // each row at a time instead of 8, every output the same sum in the same order (the same bits).
-FCONV_AVX512 void rows_times_matrix_512(const float* c, int64_t c_stride, const float* m, int64_t inner, int64_t outer,
+FCONV_AVX512 FCONV_CONTRACTED void rows_times_matrix_512(const float* c, int64_t c_stride, const float* m, int64_t inner, int64_t outer,
                                         int rows, double* out) {
   rows_times_matrix_of_width<2>(c, c_stride, m, inner, outer, rows, out);
 }
