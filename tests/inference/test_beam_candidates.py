@@ -110,8 +110,9 @@ def test_a_small_case_by_hand():
     assert tokens.tolist() == [[0, 5, 3, 0]] and beams_chosen.tolist() == [[0, 0, 0, 1]]
 
 
-def test_equal_candidates_go_lowest_index_first():
-    lprobs = torch.full((2, 8), -1.0)
+@pytest.mark.parametrize("vocab", [8, 64], ids=["one partial block", "blocks of 16 compared eight lanes at a time"])
+def test_equal_candidates_go_lowest_index_first(vocab):
+    lprobs = torch.full((2, vocab), -1.0)
     values, beams_chosen, tokens = beam_search.compiled_candidates.best_candidates(
         lprobs, torch.zeros(2), 2, 4, PAD, UNK, 0.0, EOS, False)
     assert values.tolist() == [[-1.0] * 4]
