@@ -204,8 +204,8 @@ void rows_times_matrix_256(const float* c, int64_t c_stride, const float* m, int
 
 // The attention's float64 sums with 512-bit registers where the CPU has them: 16 outputs of
 // each row at a time instead of 8, every output the same sum in the same order (the same bits).
-FCONV_AVX512 FCONV_CONTRACTED void rows_times_matrix_512(const float* c, int64_t c_stride, const float* m, int64_t inner, int64_t outer,
-                                        int rows, double* out) {
+FCONV_AVX512 FCONV_CONTRACTED void rows_times_matrix_512(const float* c, int64_t c_stride, const float* m,
+                                                         int64_t inner, int64_t outer, int rows, double* out) {
   rows_times_matrix_of_width<2>(c, c_stride, m, inner, outer, rows, out);
 }
 
