@@ -38,7 +38,7 @@ int64_t rows_per_task(int64_t cols) { return std::max<int64_t>(1, kValuesPerTask
 // For loops bound by a division per value (the quantisation, the gate): both threads from 4096 values.
 int64_t rows_per_dividing_task(int64_t cols) { return std::max<int64_t>(1, rows_per_task(cols) / 8); }
 
-// Each loop is compiled twice (FCONV_DISPATCHED below): for AVX2 with FMA (x86-64 since
+// Each loop is compiled twice (FCONV_DISPATCHED / FCONV_DISPATCHED_AS below): for AVX2 with FMA (x86-64 since
 // 2013), chosen at run time where the CPU has them, and for the baseline; the attention's sums
 // a third time, for AVX-512 (rows_times_matrix_512). All give the same bits (no implicit
 // contraction but in the attention's sums, whose products are exact; the one fma explicit).
@@ -174,11 +174,12 @@ constexpr bool kAvx512 = false;
 #define FCONV_AVX512
 #endif
 
-// NAME: NAME_body compiled for AVX2 with FMA and for the baseline, chosen by the CPU
-#define FCONV_DISPATCHED(NAME, PARAMS, ARGS)      \
-  void NAME##_baseline PARAMS { NAME##_body ARGS; } \
-  FCONV_AVX2 void NAME##_avx2 PARAMS { NAME##_body ARGS; } \
+// NAME: NAME_body compiled for AVX2 with FMA (with AVX2_ATTRIBUTES) and for the baseline, chosen by the CPU
+#define FCONV_DISPATCHED_AS(NAME, AVX2_ATTRIBUTES, PARAMS, ARGS) \
+  void NAME##_baseline PARAMS { NAME##_body ARGS; }              \
+  AVX2_ATTRIBUTES void NAME##_avx2 PARAMS { NAME##_body ARGS; }   \
   void NAME PARAMS { kAvx2Fma ? NAME##_avx2 ARGS : NAME##_baseline ARGS; }
+#define FCONV_DISPATCHED(NAME, PARAMS, ARGS) FCONV_DISPATCHED_AS(NAME, FCONV_AVX2, PARAMS, ARGS)
 
 FCONV_DISPATCHED(quantize_row, (const float* x, int64_t n, int8_t* q, float* scale), (x, n, q, scale))
 FCONV_DISPATCHED(scale_back_row,
@@ -188,19 +189,9 @@ FCONV_DISPATCHED(scale_back_row,
 // 53), so a fused multiply-add rounds exactly where the product-then-addition does: the
 // AVX2 and AVX-512 loops contract them (FCONV_CONTRACTED), half the instructions, the same bits.
 #define FCONV_CONTRACTED __attribute__((optimize("fp-contract=fast")))
-void rows_times_matrix_256_baseline(const float* c, int64_t c_stride, const float* m, int64_t inner, int64_t outer,
-                                    int rows, double* out) {
-  rows_times_matrix_256_body(c, c_stride, m, inner, outer, rows, out);
-}
-FCONV_AVX2 FCONV_CONTRACTED void rows_times_matrix_256_avx2(const float* c, int64_t c_stride, const float* m,
-                                                             int64_t inner, int64_t outer, int rows, double* out) {
-  rows_times_matrix_256_body(c, c_stride, m, inner, outer, rows, out);
-}
-void rows_times_matrix_256(const float* c, int64_t c_stride, const float* m, int64_t inner, int64_t outer, int rows,
-                           double* out) {
-  kAvx2Fma ? rows_times_matrix_256_avx2(c, c_stride, m, inner, outer, rows, out)
-           : rows_times_matrix_256_baseline(c, c_stride, m, inner, outer, rows, out);
-}
+FCONV_DISPATCHED_AS(rows_times_matrix_256, FCONV_AVX2 FCONV_CONTRACTED,
+                    (const float* c, int64_t c_stride, const float* m, int64_t inner, int64_t outer, int rows, double* out),
+                    (c, c_stride, m, inner, outer, rows, out))
 
 // The attention's float64 sums with 512-bit registers where the CPU has them: 16 outputs of
 // each row at a time instead of 8, every output the same sum in the same order (the same bits).
