@@ -77,17 +77,26 @@ def both_searches(translator: Translator, options: dict):
     return generator, models, TimedSearch.like(generator, models[0])
 
 
+def same_hypotheses(ours, theirs):
+    """(sentences with the same finished hypotheses, the largest score or positional-score
+    difference among them) of two searches' results for one batch."""
+    same, largest = 0, 0.0
+    for a, b in zip(ours, theirs):
+        if len(a) == len(b) and all(torch.equal(x["tokens"], y["tokens"]) for x, y in zip(a, b)):
+            same += 1
+            for x, y in zip(a, b):
+                largest = max(largest, abs(float(x["score"]) - float(y["score"])),
+                              float((x["positional_scores"] - y["positional_scores"]).abs().max()))
+    return same, largest
+
+
 def agreement(translator: Translator, encoded, call: int, options: dict):
     generator, models, ours = both_searches(translator, options)
     same, largest = 0, 0.0
     for _, src, lengths in batches(translator, encoded, call):
         theirs = translator.task.inference_step(generator, models, {"net_input": {"src_tokens": src, "src_lengths": lengths}})
-        for a, b in zip(ours.generate(src, lengths), theirs):
-            if len(a) == len(b) and all(torch.equal(x["tokens"], y["tokens"]) for x, y in zip(a, b)):
-                same += 1
-                for x, y in zip(a, b):
-                    largest = max(largest, abs(float(x["score"]) - float(y["score"])),
-                                  float((x["positional_scores"] - y["positional_scores"]).abs().max()))
+        batch_same, batch_largest = same_hypotheses(ours.generate(src, lengths), theirs)
+        same, largest = same + batch_same, max(largest, batch_largest)
     return same, largest
 
 

@@ -9,7 +9,7 @@ quickstart run in calls of ``--call``:
 2. The core's search with the decoder's state in plain tensors (``models/decoder_steps.py``,
    what it runs) against the same search driving the decoder through fairseq's incremental
    protocol (``explicit_state=False``), on the same batches: verses with the same
-   hypotheses and the largest score difference, in each precision.
+   hypotheses and the largest score (or positional-score) difference, in each precision.
 
     python benchmarks/gpu_translator.py examples/bible_es_en/runs/latest [--verses 64] [--call 16]
 
@@ -21,7 +21,6 @@ import logging
 import sys
 import time
 import warnings
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -30,6 +29,8 @@ warnings.filterwarnings("ignore")
 logging.disable(logging.WARNING)
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from beam_search import same_hypotheses  # noqa: E402  beam_search.py's comparison of two searches' hypotheses
 
 from fconv_plugin.inference import Translator  # noqa: E402
 from fconv_plugin.inference.beam_search import BeamSearch  # noqa: E402
@@ -48,9 +49,9 @@ def synchronised_seconds(function) -> float:
 
 
 def explicit_against_protocol(translator: Translator, lines, call: int):
-    """(verses with the same hypotheses, largest score difference) of the core's search with
-    ``DecoderSteps`` against the same search through fairseq's incremental protocol."""
-    generator, models, _ = translator._generator(replace(translator.defaults), False)
+    """(verses with the same hypotheses, the largest score or positional-score difference) of
+    the core's search with ``DecoderSteps`` against it through fairseq's incremental protocol."""
+    generator, models, _ = translator._generator(translator.defaults, False)
     explicit = BeamSearch.like(generator, models[0])
     protocol = BeamSearch.like(generator, models[0], explicit_state=False)
     encoded = [translator.encode(line) for line in lines]
@@ -58,10 +59,8 @@ def explicit_against_protocol(translator: Translator, lines, call: int):
     with torch.no_grad():
         for _, src, lengths in translator._batches(encoded, None, call):
             src, lengths = src.to(translator.device), lengths.to(translator.device)
-            for a, b in zip(explicit.generate(src, lengths), protocol.generate(src, lengths)):
-                if len(a) == len(b) and all(torch.equal(x["tokens"], y["tokens"]) for x, y in zip(a, b)):
-                    same += 1
-                    largest = max([largest] + [abs(float(x["score"]) - float(y["score"])) for x, y in zip(a, b)])
+            batch_same, batch_largest = same_hypotheses(explicit.generate(src, lengths), protocol.generate(src, lengths))
+            same, largest = same + batch_same, max(largest, batch_largest)
     return same, largest
 
 
@@ -95,7 +94,7 @@ def main():
             if search == "vectorised":
                 same, largest = explicit_against_protocol(translator, lines, args.call)
                 print(f"  the core's decoder steps against fairseq's protocol, {precision}: the same hypotheses for "
-                      f"{same}/{len(lines)}, largest score difference {largest:.3g}")
+                      f"{same}/{len(lines)}, largest score or positional-score difference {largest:.3g}")
 
 
 if __name__ == "__main__":
