@@ -38,9 +38,9 @@ int64_t rows_per_task(int64_t cols) { return std::max<int64_t>(1, kValuesPerTask
 // For loops bound by a division per value (the quantisation, the gate): both threads from 4096 values.
 int64_t rows_per_dividing_task(int64_t cols) { return std::max<int64_t>(1, rows_per_task(cols) / 8); }
 
-// Each loop is compiled twice (FCONV_DISPATCHED / FCONV_DISPATCHED_AS below): for AVX2 with FMA (x86-64 since
-// 2013), chosen at run time where the CPU has them, and for the baseline; the attention's sums
-// a third time, for AVX-512 (rows_times_matrix_512). All give the same bits (no implicit
+// Each loop is compiled twice (FCONV_DISPATCHED / FCONV_DISPATCHED_AS below): for AVX2 with
+// FMA (x86-64 since 2013), chosen at run time where the CPU has them, and for the baseline; the
+// attention's sums a third time, for AVX-512 (rows_times_matrix_512). All give the same bits (no implicit
 // contraction but in the attention's sums, whose products are exact; the one fma explicit).
 #define FCONV_INLINE static inline __attribute__((always_inline))
 
