@@ -69,6 +69,19 @@ class Int8Weight(nn.Module):
         super().__init__()
         self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=torch.int8))
         self.register_buffer("scale", torch.ones(out_features))
+        self._packed_for = None  # the weight (storage, version) that _packed was packed from
+
+    def packed(self):
+        """The weight as the compiled loops multiply a decoding step's few rows by it (AVX-512
+        VNNI, ``int8_rows.cpp``: packed and its compensation), packed once and again only
+        when the weight changes; ``(None, None)`` where those loops do not run."""
+        if not (_compiled_loops() and fused_rows.vnni):
+            return None, None
+        packed_for = (self.weight.data_ptr(), self.weight._version)
+        if self._packed_for != packed_for:
+            self._packed = tuple(fused_rows.pack_weight(self.weight))
+            self._packed_for = packed_for
+        return self._packed
 
     @classmethod
     def from_float(cls, weight: Tensor) -> "Int8Weight":
@@ -92,15 +105,15 @@ class Int8Weight(nn.Module):
         """
         rows = x.reshape(-1, x.size(-1))
         if _compiled_loops():
-            return fused_rows.linear(rows, self.weight, self.scale, bias).view(*x.shape[:-1], -1)
+            return fused_rows.linear(rows, self.weight, self.scale, bias, *self.packed()).view(*x.shape[:-1], -1)
         return self.linear_in_torch_operations(rows, bias).view(*x.shape[:-1], -1)
 
     def row_function(self, bias: Optional[Tensor]) -> Callable[[Tensor], Tensor]:
         """``linear`` of a matrix of rows, with its form chosen once: what the decoder's step
         calls at every position (``models/decoder_steps.py``)."""
         if _compiled_loops():
-            weight, scale = self.weight, self.scale
-            return lambda rows: fused_rows.linear(rows, weight, scale, bias)
+            weight, scale, (packed, compensation) = self.weight, self.scale, self.packed()
+            return lambda rows: fused_rows.linear(rows, weight, scale, bias, packed, compensation)
         return lambda rows: self.linear_in_torch_operations(rows, bias)
 
     def linear_in_torch_operations(self, rows: Tensor, bias: Optional[Tensor]) -> Tensor:

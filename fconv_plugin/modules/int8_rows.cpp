@@ -22,10 +22,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <initializer_list>
 #include <utility>
 #include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 namespace {
 
@@ -44,8 +49,8 @@ int64_t rows_per_dividing_task(int64_t cols) { return std::max<int64_t>(1, rows_
 // contraction but in the attention's sums, whose products are exact; the one fma explicit).
 #define FCONV_INLINE static inline __attribute__((always_inline))
 
-FCONV_INLINE void quantize_row_body(const float* __restrict x, int64_t n, int8_t* __restrict q,
-                                    float* __restrict scale_out) {
+// scale_r = max(max_j |x_rj|, 1e-12) / 127 of one row.
+FCONV_INLINE float quantization_scale(const float* __restrict x, int64_t n) {
   float partial[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // lane-wise maxima: max is exact in any order
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
@@ -57,8 +62,13 @@ FCONV_INLINE void quantize_row_body(const float* __restrict x, int64_t n, int8_t
   float largest = 0.0f;
   for (int k = 0; k < 8; ++k) largest = partial[k] > largest ? partial[k] : largest;
   for (; j < n; ++j) largest = std::fabs(x[j]) > largest ? std::fabs(x[j]) : largest;
-  const float scale = (largest > kSmallestMax ? largest : kSmallestMax) / kQuantizedMax;
-  for (j = 0; j < n; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] / scale));
+  return (largest > kSmallestMax ? largest : kSmallestMax) / kQuantizedMax;
+}
+
+FCONV_INLINE void quantize_row_body(const float* __restrict x, int64_t n, int8_t* __restrict q,
+                                    float* __restrict scale_out) {
+  const float scale = quantization_scale(x, n);
+  for (int64_t j = 0; j < n; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] / scale));
   *scale_out = scale;
 }
 
@@ -210,6 +220,135 @@ void rows_times_matrix(const float* c, int64_t c_stride, const float* m, int64_t
 FCONV_DISPATCHED(negated_gate_half, (const float* x, int64_t half, double* negated), (x, half, negated))
 FCONV_DISPATCHED(gated_row, (const float* x, const double* exp_negated, int64_t half, float* y), (x, exp_negated, half, y))
 
+
+// --- int8 products with AVX-512 VNNI, for the few rows of a decoding step ---
+//
+// torch's int8 product (at::_int_mm, oneDNN) costs about 10 us a call whatever its size, which
+// at a decoding step's 5 to 80 rows is most of a 256 x 256 layer's time. Where the CPU has
+// AVX-512 VNNI (vpdpbusd: four unsigned x signed byte products added to each int32 lane), those
+// rows are multiplied here instead, in registers, and scaled back before they are stored. The
+// sums are exact integers either way, so the bits are at::_int_mm's.
+//
+// vpdpbusd's first operand is unsigned, so a row is quantised as u = q + 128 (q in [-127, 127])
+// and sum_k u_k w_nk - 128 sum_k w_nk = sum_k q_k w_nk, the second sum (the compensation) kept
+// per output with the packed weight. The weight is packed once (pack_weight): for each block of
+// 16 outputs and each group of 4 inputs, 64 bytes, output-major, the 4 inputs of an output
+// together, as one vpdpbusd reads them against a row's 4 inputs broadcast.
+#if defined(__x86_64__) && defined(__GNUC__)
+const bool kVnni = kAvx512 && __builtin_cpu_supports("avx512vnni");
+#define FCONV_VNNI __attribute__((target("avx2,fma,avx512f,avx512vnni")))
+#define FCONV_HAS_VNNI_LOOPS 1
+
+constexpr int64_t kOutputsPerBlock = 16;  // int32 lanes of a 512-bit register
+constexpr int64_t kInputsPerGroup = 4;  // bytes summed into a lane by one vpdpbusd
+constexpr int kTileRows = 4, kTileBlocks = 4;  // 16 accumulators of the 32 registers
+constexpr int32_t kUnsignedOffset = 128;
+
+int64_t input_groups(int64_t in) { return (in + kInputsPerGroup - 1) / kInputsPerGroup; }
+int64_t output_blocks(int64_t out) { return (out + kOutputsPerBlock - 1) / kOutputsPerBlock; }
+
+// The row quantised as quantize_row does it, stored as q + 128, padded with q = 0 to whole groups.
+FCONV_INLINE void quantize_row_unsigned_body(const float* __restrict x, int64_t n, int64_t padded,
+                                             uint8_t* __restrict u, float* __restrict scale_out) {
+  const float scale = quantization_scale(x, n);
+  for (int64_t j = 0; j < n; ++j)
+    u[j] = static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(x[j] / scale)) + kUnsignedOffset);
+  for (int64_t j = n; j < padded; ++j) u[j] = kUnsignedOffset;
+  *scale_out = scale;
+}
+FCONV_VNNI void quantize_row_unsigned(const float* x, int64_t n, int64_t padded, uint8_t* u, float* scale) {
+  quantize_row_unsigned_body(x, n, padded, u, scale);
+}
+
+// What a product's tiles read and write: the rows as quantize_row_unsigned stores them, the
+// packed weight (pack_weight), and the output.
+struct VnniProduct {
+  const uint8_t* rows;  // rows x row_stride, q + 128
+  int64_t row_stride;  // inputs padded to whole groups
+  const float* row_scales;
+  const int8_t* packed;  // output blocks x groups x 64
+  int64_t groups;
+  const int32_t* compensation;  // 128 · sum_k w_nk, padded to whole blocks
+  const float* column_scale;
+  const float* bias;  // or nullptr
+  int64_t outputs;
+  float* y;  // rows x outputs
+
+  int64_t block_bytes() const { return groups * kOutputsPerBlock * kInputsPerGroup; }
+};
+
+// Rows [first, first + R) times output blocks [block, block + C), summed over every input group,
+// then scaled back as scale_back_row does (float(sum) * row scale, then one fma with the column
+// scale and the bias) and stored, the outputs past the last one masked off.
+#pragma GCC diagnostic push
+// GCC 12 warns on its own _mm512_cvtepi32_ps (which starts from _mm512_undefined_ps)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+template <int R, int C>
+FCONV_VNNI void vnni_tile(const VnniProduct& p, int64_t first, int64_t block) {
+  const uint8_t* __restrict rows = p.rows + first * p.row_stride;
+  const int8_t* __restrict weights = p.packed + block * p.block_bytes();
+  __m512i sums[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) sums[r][c] = _mm512_setzero_si512();
+  for (int64_t g = 0; g < p.groups; ++g) {
+    __m512i w[C];
+    for (int c = 0; c < C; ++c) w[c] = _mm512_loadu_si512(weights + c * p.block_bytes() + g * 64);
+    for (int r = 0; r < R; ++r) {
+      int32_t four;
+      std::memcpy(&four, rows + r * p.row_stride + g * kInputsPerGroup, sizeof four);
+      const __m512i inputs = _mm512_set1_epi32(four);
+      for (int c = 0; c < C; ++c) sums[r][c] = _mm512_dpbusd_epi32(sums[r][c], inputs, w[c]);
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    const int64_t output = (block + c) * kOutputsPerBlock;
+    const int64_t present = std::min<int64_t>(kOutputsPerBlock, p.outputs - output);
+    const __mmask16 lanes = static_cast<__mmask16>((1u << present) - 1);
+    const __m512i offset = _mm512_loadu_si512(p.compensation + output);
+    const __m512 columns = _mm512_maskz_loadu_ps(lanes, p.column_scale + output);
+    const __m512 added = p.bias == nullptr ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, p.bias + output);
+    for (int r = 0; r < R; ++r) {
+      const __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sums[r][c], offset)),
+                                          _mm512_set1_ps(p.row_scales[first + r]));
+      const __m512 out = p.bias == nullptr ? _mm512_mul_ps(scaled, columns) : _mm512_fmadd_ps(scaled, columns, added);
+      _mm512_mask_storeu_ps(p.y + (first + r) * p.outputs + output, lanes, out);
+    }
+  }
+}
+#pragma GCC diagnostic pop
+
+template <int C>
+void vnni_tile_of_blocks(const VnniProduct& p, int64_t first, int rows, int64_t block) {
+  switch (rows) {
+    case 1: vnni_tile<1, C>(p, first, block); break;
+    case 2: vnni_tile<2, C>(p, first, block); break;
+    case 3: vnni_tile<3, C>(p, first, block); break;
+    default: vnni_tile<kTileRows, C>(p, first, block); break;
+  }
+}
+
+// Output blocks [first_block, last_block) of every row, 4 blocks at a time over all rows (the
+// 4 blocks' weights stay in the core's first-level cache while the rows pass).
+void vnni_blocks(const VnniProduct& p, int64_t rows, int64_t first_block, int64_t last_block) {
+  for (int64_t block = first_block; block < last_block; block += kTileBlocks) {
+    const int64_t blocks = std::min<int64_t>(kTileBlocks, last_block - block);
+    for (int64_t first = 0; first < rows; first += kTileRows) {
+      const int count = static_cast<int>(std::min<int64_t>(kTileRows, rows - first));
+      switch (blocks) {
+        case 1: vnni_tile_of_blocks<1>(p, first, count, block); break;
+        case 2: vnni_tile_of_blocks<2>(p, first, count, block); break;
+        case 3: vnni_tile_of_blocks<3>(p, first, count, block); break;
+        default: vnni_tile_of_blocks<kTileBlocks>(p, first, count, block); break;
+      }
+    }
+  }
+}
+
+#else
+constexpr bool kVnni = false;
+#endif  // VNNI
+
 }  // namespace
 
 // The loops read CPU memory: a tensor elsewhere gets this error, not a crash.
@@ -257,6 +396,74 @@ std::pair<int64_t, int64_t> block_range(int64_t block, int64_t blocks, int64_t n
   return {cut(block), cut(block + 1)};
 }
 
+// The int8 weight (out x in) as the VNNI loops read it: {packed (output blocks x input groups x 64
+// bytes, zero-padded), compensation (128 · sum_k w_nk per output, padded to whole blocks)}.
+std::vector<torch::Tensor> pack_weight(const torch::Tensor& weight) {
+  check_on_cpu({&weight});
+  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kChar, "pack_weight takes an int8 weight (out x in)");
+  const auto w = weight.contiguous();
+  const int64_t out = w.size(0), in = w.size(1), blocks = output_blocks(out), groups = input_groups(in);
+  auto packed = torch::zeros({blocks, groups, kOutputsPerBlock * kInputsPerGroup}, w.options());
+  auto compensation = torch::zeros({blocks * kOutputsPerBlock}, w.options().dtype(torch::kInt));
+  const int8_t* from = w.data_ptr<int8_t>();
+  int8_t* to = packed.data_ptr<int8_t>();
+  int32_t* offsets = compensation.data_ptr<int32_t>();
+  for (int64_t n = 0; n < out; ++n) {
+    const int64_t block = n / kOutputsPerBlock, lane = n % kOutputsPerBlock;
+    int32_t total = 0;
+    for (int64_t k = 0; k < in; ++k) {
+      const int64_t group = k / kInputsPerGroup, byte = lane * kInputsPerGroup + k % kInputsPerGroup;
+      to[(block * groups + group) * kOutputsPerBlock * kInputsPerGroup + byte] = from[n * in + k];
+      total += from[n * in + k];
+    }
+    offsets[n] = kUnsignedOffset * total;
+  }
+  return {packed, compensation};
+}
+
+// Up to this many rows a packed weight is multiplied by the VNNI loops (a decoding step's rows),
+// more for a wide output such as the vocabulary's; above them torch's product (oneDNN, with AMX
+// where the CPU has it) is faster. From this many multiply-adds the output blocks are split
+// across threads. (Chosen from timings on 2 cores of a Xeon with AMX, docs/performance.md.)
+constexpr int64_t kVnniRowsUpTo = 48, kVnniWideRowsUpTo = 128;
+constexpr int64_t kVnniSplitFrom = 1 << 21;
+
+bool vnni_runs(int64_t rows, int64_t in, int64_t out, const c10::optional<torch::Tensor>& packed) {
+  return kVnni && packed.has_value() && packed->defined() &&
+         rows <= (wide_output(in, out) ? kVnniWideRowsUpTo : kVnniRowsUpTo);
+}
+
+#ifdef FCONV_HAS_VNNI_LOOPS
+// linear's product by the VNNI loops: rows quantised as q + 128, then tiles summed, scaled
+// back and stored; the same bits as the product by at::_int_mm and scale_back_row.
+void vnni_linear(const torch::Tensor& rows_in, const torch::Tensor& packed, const torch::Tensor& compensation,
+                 const float* column_scale, const float* bias, torch::Tensor& y) {
+  const int64_t rows = rows_in.size(0), in = rows_in.size(1), out = y.size(1), groups = input_groups(in);
+  TORCH_CHECK(packed.dim() == 3 && packed.scalar_type() == torch::kChar && packed.is_contiguous() &&
+                  packed.size(0) == output_blocks(out) && packed.size(1) == groups &&
+                  compensation.scalar_type() == torch::kInt && compensation.is_contiguous() &&
+                  compensation.numel() == packed.size(0) * kOutputsPerBlock,
+              "the packed weight's shape does not match this weight's; pack this weight with pack_weight");
+  std::vector<uint8_t> quantized(rows * groups * kInputsPerGroup);
+  std::vector<float> row_scales(rows);
+  const float* x = rows_in.data_ptr<float>();
+  at::parallel_for(0, rows, rows_per_dividing_task(in), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      quantize_row_unsigned(x + r * in, in, groups * kInputsPerGroup, quantized.data() + r * groups * kInputsPerGroup,
+                            &row_scales[r]);
+  });
+  const VnniProduct product{quantized.data(), groups * kInputsPerGroup, row_scales.data(), packed.data_ptr<int8_t>(),
+                            groups, compensation.data_ptr<int32_t>(), column_scale, bias, out, y.data_ptr<float>()};
+  const int64_t blocks = output_blocks(out);
+  if (at::get_num_threads() <= 1 || at::in_parallel_region() || rows * in * out < kVnniSplitFrom) {
+    vnni_blocks(product, rows, 0, blocks);
+    return;
+  }
+  const int64_t per_thread = (blocks + at::get_num_threads() - 1) / at::get_num_threads();
+  at::parallel_for(0, blocks, per_thread, [&](int64_t begin, int64_t end) { vnni_blocks(product, rows, begin, end); });
+}
+#endif
+
 // x (rows x in, float32) times the int8 weight w (out x in) with per-row scales
 // w_scale (out), plus bias (out, or an empty tensor): rows x out, float32.
 //
@@ -267,7 +474,8 @@ std::pair<int64_t, int64_t> block_range(int64_t block, int64_t blocks, int64_t n
 // own), or for a wide output such as the vocabulary's, columns (each thread reads half the
 // weight). Each row's arithmetic is its own and integer sums are exact, so no split changes a bit.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& weight_scale,
-                     const c10::optional<torch::Tensor>& bias) {
+                     const c10::optional<torch::Tensor>& bias, const c10::optional<torch::Tensor>& packed,
+                     const c10::optional<torch::Tensor>& compensation) {
   check_on_cpu({&x, &weight, &weight_scale});
   if (bias.has_value()) check_on_cpu({&*bias});
   TORCH_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
@@ -286,6 +494,13 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
   const float* columns = column_scale.data_ptr<float>();
   const float* added = bias_values.defined() ? bias_values.data_ptr<float>() : nullptr;
   float* out = y.data_ptr<float>();
+#ifdef FCONV_HAS_VNNI_LOOPS
+  if (vnni_runs(rows, in_features, cols, packed)) {
+    TORCH_CHECK(compensation.has_value() && compensation->defined(), "a packed weight comes with its compensation");
+    vnni_linear(rows_in, *packed, *compensation, columns, added, y);
+    return y;
+  }
+#endif
   const int64_t blocks = thread_blocks(rows, in_features, cols);
   if (blocks == 1) {
     const auto quantized = quantize_rows(rows_in);
@@ -486,7 +701,11 @@ torch::Tensor embedding(const torch::Tensor& indices, const torch::Tensor& weigh
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("quantize_rows", &quantize_rows, "each row of a float32 matrix as int8 with its own scale");
-  m.def("linear", &linear, "x times an int8 weight with per-row scales, plus bias; x's rows quantised each on its own");
+  m.def("linear", &linear, "x times an int8 weight with per-row scales, plus bias; x's rows quantised each on its own",
+        py::arg("x"), py::arg("weight"), py::arg("weight_scale"), py::arg("bias"), py::arg("packed") = py::none(),
+        py::arg("compensation") = py::none());
+  m.def("pack_weight", &pack_weight, "an int8 weight as linear's VNNI loops read it: (packed, compensation)");
+  m.attr("vnni") = kVnni;  // whether linear multiplies a step's rows by a packed weight with AVX-512 VNNI
   m.def("attention_weights", &attention_weights, "softmax of query . keys over the source, float64 sums, batch-invariant");
   m.def("attention_read", &attention_read, "weights times values, float64 sums, batch-invariant");
   m.attr("avx2_fma") = kAvx2Fma;  // which compiled form of the loops runs here

@@ -332,6 +332,71 @@ def test_the_fused_linear_sums_exactly_in_integers():
     assert torch.allclose(actual.double(), expected, rtol=3e-7, atol=0)
 
 
+def _vnni_loops():
+    from fconv_plugin.modules.int8 import fused_rows
+
+    if not fused_rows.vnni:
+        pytest.skip("this CPU has no AVX-512 VNNI: every product is torch's int8 product here")
+    return fused_rows
+
+
+@pytest.mark.parametrize("width,out", [(256, 256), (768, 512), (256, 4576), (17, 40), (3, 5), (6, 33)])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_the_vnni_product_gives_the_bits_of_torchs_int8_product(width, out, threads):
+    """A decoding step's rows times a packed weight (int8_rows.cpp's VNNI loops) against
+    torch's int8 product and scaling (the torch form): every tile of 1-4 rows and 1-4 blocks of
+    16 outputs, inputs and outputs that fill no whole group or block, weights at +-127, rows up
+    to and past where torch's product takes over, with and without a bias, split or not."""
+    fused_rows = _vnni_loops()
+    generator = torch.Generator().manual_seed(width * out + threads)
+    weight = Int8Weight.from_float(torch.randn(out, width, generator=generator))
+    weight.weight[0] = 127
+    weight.weight[-1] = -127
+    packed = fused_rows.pack_weight(weight.weight)
+    bias = torch.randn(out, generator=generator)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        for rows in (1, 2, 3, 4, 5, 9, 48, 49, 128, 129):
+            x = _random_rows(generator, rows, width)
+            for b in (bias, None):
+                assert torch.equal(fused_rows.linear(x, weight.weight, weight.scale, b, *packed),
+                                   weight.linear_in_torch_operations(x, b)), (rows, b is None)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_packed_weight_holds_each_outputs_inputs_four_by_four_and_its_compensation():
+    """By hand: output n, input k at block n // 16, group k // 4, byte (n % 16) * 4 + k % 4,
+    zero where there is no weight; the compensation is 128 times each output's sum."""
+    fused_rows = _vnni_loops()
+    weight = torch.arange(-60, 60, dtype=torch.int8)[:17 * 6].reshape(17, 6)
+    packed, compensation = fused_rows.pack_weight(weight)
+    assert packed.shape == (2, 2, 64) and compensation.shape == (32,)
+    assert packed[0, 0, :8].tolist() == [-60, -59, -58, -57, -54, -53, -52, -51]  # outputs 0 and 1, inputs 0-3
+    assert packed[0, 1, :8].tolist() == [-56, -55, 0, 0, -50, -49, 0, 0]  # inputs 4, 5, then padding
+    assert packed[1, 0, :4].tolist() == weight[16, :4].tolist() and not packed[1, 0, 4:].any()
+    assert compensation[:17].tolist() == (128 * weight.long().sum(dim=1)).tolist()
+    assert not compensation[17:].any()
+
+
+def test_an_int8_weight_changed_in_place_is_packed_again():
+    """The packing is kept with the weight's version: a weight loaded or edited after a first
+    product gives the new weight's products, never the old packing's."""
+    fused_rows = _vnni_loops()
+    generator = torch.Generator().manual_seed(5)
+    layer = Int8Weight.from_float(torch.randn(40, 32, generator=generator))
+    x = torch.randn(3, 32, generator=generator)
+    first = layer.packed()
+    assert layer.packed()[0] is first[0]  # packed once
+    layer.weight.copy_(Int8Weight.from_float(torch.randn(40, 32, generator=generator)).weight)
+    assert layer.packed()[0] is not first[0]
+    assert torch.equal(layer.linear(x, None), layer.linear_in_torch_operations(x, None))
+    assert torch.equal(layer.row_function(None)(x), layer.linear_in_torch_operations(x, None))
+    with pytest.raises(RuntimeError, match="does not match this weight"):
+        fused_rows.linear(x, layer.weight, layer.scale, None, *fused_rows.pack_weight(layer.weight[:, :16]))
+
+
 @pytest.mark.parametrize("batch,rows,embed,length", [(1, 1, 8, 1), (3, 5, 256, 29), (16, 10, 64, 57), (7, 4, 17, 3),
                                                      (2, 13, 9, 100), (5, 7, 300, 8)])
 def test_the_fused_attention_sums_are_float64_sums_rounded_once_and_batch_invariant(batch, rows, embed, length):
