@@ -180,7 +180,73 @@ std::vector<torch::Tensor> best_candidates(const torch::Tensor& lprobs, const c1
   return {out_values, out_beams, out_tokens};
 }
 
+// The step's candidates (sentences x k, best first, from best_candidates or torch.topk) split
+// as fairseq's SequenceGenerator splits them, in one pass instead of a dozen small kernels:
+// - ``ending`` (sentences x beam): the first beam candidates that end in </s> with a finite
+//   score and were not fillers at the last step (``ignored``): finished hypotheses;
+// - what the beam continues with: the first beam candidates that do not end so, in order,
+//   then, if fewer than beam do, the ending ones in order as fillers (the rank order of
+//   fairseq's active_mask and its top-k): their rows (sentence · beam + beam index), tokens
+//   and scores, and which are fillers (the next step's ``ignored``).
+std::vector<torch::Tensor> split_candidates(const torch::Tensor& cand_scores, const torch::Tensor& cand_beams,
+                                            const torch::Tensor& cand_tokens, const torch::Tensor& ignored,
+                                            int64_t eos, int64_t beam) {
+  TORCH_CHECK(cand_scores.dim() == 2 && cand_scores.scalar_type() == torch::kFloat &&
+                  cand_beams.sizes() == cand_scores.sizes() && cand_tokens.sizes() == cand_scores.sizes() &&
+                  cand_beams.scalar_type() == torch::kLong && cand_tokens.scalar_type() == torch::kLong,
+              "split_candidates takes float32 scores and int64 beams and tokens, sentences x k each");
+  const int64_t sentences = cand_scores.size(0), k = cand_scores.size(1);
+  TORCH_CHECK(beam > 0 && k >= beam && ignored.scalar_type() == torch::kBool && ignored.dim() == 2 &&
+                  ignored.size(0) == sentences && ignored.size(1) == beam,
+              "split_candidates takes at least beam candidates and a sentences x beam mask of fillers");
+  const auto scores_in = cand_scores.contiguous(), beams_in = cand_beams.contiguous();
+  const auto tokens_in = cand_tokens.contiguous(), ignored_in = ignored.contiguous();
+  const auto options = scores_in.options();
+  auto ending = torch::empty({sentences, beam}, options.dtype(torch::kBool));
+  auto rows = torch::empty({sentences, beam}, options.dtype(torch::kLong));
+  auto tokens = torch::empty({sentences, beam}, options.dtype(torch::kLong));
+  auto scores = torch::empty({sentences, beam}, options);
+  auto fillers = torch::empty({sentences, beam}, options.dtype(torch::kBool));
+  const float* score_in = scores_in.data_ptr<float>();
+  const int64_t* beam_in = beams_in.data_ptr<int64_t>();
+  const int64_t* token_in = tokens_in.data_ptr<int64_t>();
+  const bool* was_filler = ignored_in.data_ptr<bool>();
+  bool* ends = ending.data_ptr<bool>();
+  int64_t* row_out = rows.data_ptr<int64_t>();
+  int64_t* token_out = tokens.data_ptr<int64_t>();
+  float* score_out = scores.data_ptr<float>();
+  bool* filler_out = fillers.data_ptr<bool>();
+  std::vector<bool> unavailable(k);
+  for (int64_t s = 0; s < sentences; ++s) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t c = s * k + j;
+      bool ends_here = token_in[c] == eos && score_in[c] != kNegInf;
+      if (j < beam) {
+        ends_here = ends_here && !was_filler[s * beam + j];
+        ends[s * beam + j] = ends_here;
+        unavailable[j] = ends_here || was_filler[s * beam + j];
+      } else {
+        unavailable[j] = ends_here;
+      }
+    }
+    int64_t taken = 0;
+    for (int pass = 0; pass < 2 && taken < beam; ++pass) {  // the available ones, then fillers
+      for (int64_t j = 0; j < k && taken < beam; ++j) {
+        if (unavailable[j] != (pass == 1)) continue;
+        const int64_t c = s * k + j, out = s * beam + taken++;
+        row_out[out] = s * beam + beam_in[c];
+        token_out[out] = token_in[c];
+        score_out[out] = score_in[c];
+        filler_out[out] = pass == 1;
+      }
+    }
+  }
+  return {ending, rows, tokens, scores, fillers};
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("best_candidates", &best_candidates,
         "a beam step's 2 x beam best (score, beam, token) per sentence, fairseq's rules applied, in one pass");
+  m.def("split_candidates", &split_candidates,
+        "the candidates ending in </s>, and the beam's continuation (rows, tokens, scores, fillers), as fairseq splits them");
 }

@@ -20,7 +20,10 @@ scores, in fairseq's output format. What differs is the bookkeeping around the m
   penalty, no </s> before ``min_len``) and its choice of the 2 x beam best candidates of
   every sentence run in one compiled pass over the vocabulary (``beam_candidates.cpp``)
   instead of five passes of torch operations; steps that force a prefix token, and the
-  last step, keep the torch operations, which are also the stand-in where it is not built.
+  last step, keep the torch operations, which are also the stand-in where it is not built;
+- there too, splitting the candidates into finished hypotheses and the beam's next rows
+  (fairseq's eos_mask, active_mask and top-k) is one compiled pass instead of a dozen
+  small kernels.
 
 Repeated n-grams are blocked as ``compat.ngram_blocking`` mends fairseq's CPU blocker
 to (fairseq issues #4709, #5206: unmended it reads the buffer's padding and never
@@ -134,8 +137,6 @@ class BeamSearch:
         hypotheses = _Hypotheses(bsz, beam, max_len, src_len if attention else 0, self.eos, src_tokens.device)
         beams = _Beams(bsz, beam, max_len, self.eos, self.pad, src_tokens.device)
         sentences = torch.arange(bsz, device=src_tokens.device)  # original index of each live sentence
-        cand_size = 2 * beam  # twice the beam, in case half end in </s>
-        cand_offsets = torch.arange(cand_size, device=src_tokens.device)
         cands_to_ignore = torch.zeros(bsz, beam, dtype=torch.bool, device=src_tokens.device)
         decoding_state = self.steps.start(encoder_out)
         reorder: Optional[Tensor] = None
@@ -158,15 +159,14 @@ class BeamSearch:
                     block_repeated_ngrams(beams.tokens[:, : step + 1], lprobs, self.no_repeat_ngram_size)
                 cand_scores, cand_indices, cand_beams = self._best_candidates(step, lprobs, beams)
             live = cand_scores.size(0)
-            cand_rows = cand_beams + (torch.arange(live, device=cand_beams.device) * beam).unsqueeze(1)
-            eos_mask = cand_indices.eq(self.eos) & cand_scores.ne(NEG_INF)
-            eos_mask[:, :beam][cands_to_ignore] = False
+            ending, rows, tokens, scores, fillers = self._split_candidates(
+                cand_scores, cand_beams, cand_indices, cands_to_ignore)
 
             # hypotheses ending in </s> among the best beam candidates are finished, scored by length (§4.3)
-            ending = eos_mask[:, :beam]
-            finished_now = torch.zeros(live, dtype=torch.bool, device=ending.device)
+            finished_now: Optional[Tensor] = None
             if bool(ending.any()):
-                hypotheses.add(step, ending, cand_rows[:, :beam], cand_scores[:, :beam], beams, sentences,
+                ending_rows = cand_beams[:, :beam] + (torch.arange(live, device=cand_beams.device) * beam).unsqueeze(1)
+                hypotheses.add(step, ending, ending_rows, cand_scores[:, :beam], beams, sentences,
                                self._length_normalizer(step))
                 finished_now = ending.any(dim=1) & (hypotheses.count[sentences].eq(beam) | (step == max_len))
                 if bool(finished_now.all()):
@@ -174,28 +174,19 @@ class BeamSearch:
             if step >= max_len:
                 raise AssertionError(f"beam search reached step {step} of {max_len} with unfinished sentences")
 
-            removed: Optional[Tensor] = None
-            if bool(finished_now.any()):  # finished sentences leave the batch
+            # the beam continues with the best candidates that do not end in </s>
+            reorder = rows.view(-1)  # rows of the decoder's state: this step's batch
+            if finished_now is not None and bool(finished_now.any()):  # finished sentences leave the batch
                 removed = (~finished_now).nonzero().squeeze(1)
-                eos_mask, cand_beams, cand_scores, cand_indices, cands_to_ignore = (
-                    t[removed] for t in (eos_mask, cand_beams, cand_scores, cand_indices, cands_to_ignore))
-                cand_rows = cand_beams + (torch.arange(removed.numel(), device=removed.device) * beam).unsqueeze(1)
+                rows, tokens, scores, fillers = (t[removed] for t in (rows, tokens, scores, fillers))
+                reorder = rows.view(-1)
+                rows = rows - ((removed - torch.arange(removed.numel(), device=removed.device)) * beam).unsqueeze(1)
                 beams.keep_sentences(removed)
                 sentences = sentences[removed]
                 if prefix_tokens is not None:
                     prefix_tokens = prefix_tokens[removed]
-
-            # the beam continues with the best candidates that do not end in </s>
-            eos_mask[:, :beam] = cands_to_ignore | eos_mask[:, :beam]
-            active_mask = eos_mask.to(cand_offsets.dtype) * cand_size + cand_offsets[: eos_mask.size(1)]
-            ranks, chosen = torch.topk(active_mask, k=beam, dim=1, largest=False)
-            cands_to_ignore = ranks.ge(cand_size)[:, :beam]
-            chosen_rows = torch.gather(cand_rows, 1, chosen).view(-1)
-            beams.advance(step, chosen_rows, torch.gather(cand_indices, 1, chosen), torch.gather(cand_scores, 1, chosen))
-            reorder = chosen_rows
-            if removed is not None:  # rows of the decoder's state are still the old batch's
-                shift = removed - torch.arange(removed.numel(), device=removed.device)
-                reorder = (reorder.view(-1, beam) + shift.unsqueeze(1) * beam).view(-1)
+            cands_to_ignore = fillers
+            beams.advance(step, rows.view(-1), tokens, scores)
         return hypotheses.best_first()
 
     def _next_token_log_probs(self, tokens: Tensor, decoding_state, attention: bool):
@@ -243,6 +234,35 @@ class BeamSearch:
         cand_scores, flat_indices = torch.topk(flat, k=self._candidate_count(step))
         cand_beams = torch.div(flat_indices, self.vocab_size, rounding_mode="trunc")
         return cand_scores, flat_indices.fmod(self.vocab_size), cand_beams
+
+    def _split_candidates(self, cand_scores: Tensor, cand_beams: Tensor, cand_indices: Tensor, ignored: Tensor):
+        """The candidates (sentences x k, best first) split as fairseq's SequenceGenerator
+        splits them: which of the first beam end in </s> (finished hypotheses; not those
+        that were fillers, ``ignored``), and what the beam continues with: the first beam
+        that do not end so, then ending ones as fillers if fewer are left, as rows
+        (sentence · beam + beam index), tokens, scores and which are fillers. One compiled
+        pass on the CPU where it is built (``beam_candidates.cpp``), else torch operations."""
+        if compiled_candidates is not None and cand_scores.is_cpu:
+            return compiled_candidates.split_candidates(cand_scores, cand_beams, cand_indices, ignored, self.eos,
+                                                        self.beam)
+        return self.split_candidates_in_torch_operations(cand_scores, cand_beams, cand_indices, ignored)
+
+    def split_candidates_in_torch_operations(self, cand_scores: Tensor, cand_beams: Tensor, cand_indices: Tensor,
+                                             ignored: Tensor):
+        """``_split_candidates`` as fairseq's generator computes it (its eos_mask, active_mask
+        and top-k): the stand-in where the compiled pass is not built or not on the CPU, and
+        the reference it is tested against."""
+        beam, cand_size = self.beam, 2 * self.beam
+        live, width = cand_scores.shape
+        eos_mask = cand_indices.eq(self.eos) & cand_scores.ne(NEG_INF)
+        eos_mask[:, :beam][ignored] = False
+        ending = eos_mask[:, :beam].clone()
+        eos_mask[:, :beam] = ignored | eos_mask[:, :beam]
+        active_mask = eos_mask.to(torch.long) * cand_size + torch.arange(width, device=eos_mask.device)
+        ranks, chosen = torch.topk(active_mask, k=beam, dim=1, largest=False)
+        rows = torch.gather(cand_beams, 1, chosen) + (torch.arange(live, device=chosen.device) * beam).unsqueeze(1)
+        return (ending, rows, torch.gather(cand_indices, 1, chosen), torch.gather(cand_scores, 1, chosen),
+                ranks.ge(cand_size))
 
     def _candidate_count(self, step: int) -> int:
         """Twice the beam, in case half end in </s>; fewer if a sentence has fewer extensions."""

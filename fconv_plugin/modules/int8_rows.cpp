@@ -6,7 +6,9 @@
 // the sizes of beam search on a CPU (5 to a few hundred rows of 256 to 768 values) each
 // kernel costs more in dispatch than in arithmetic, and the products themselves are 3-10x
 // cheaper in int8 than in float32. Here the rows are quantised in one pass, multiplied by
-// torch's own int8 product (at::_int_mm, exact int32 sums), and scaled back in one pass.
+// torch's own int8 product (at::_int_mm, exact int32 sums), and scaled back in one pass; or,
+// for a decoding step's few rows on a CPU with AVX-512 VNNI, multiplied and scaled back in
+// registers by loops of its own over a weight packed once (below: the same exact sums).
 //
 // The arithmetic is the torch form's, element by element, so both give the same bits
 // (tests/modules/test_int8.py): scale_r = max(max_j |x_rj|, 1e-12) / 127, q_rj =

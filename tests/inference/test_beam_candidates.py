@@ -117,3 +117,53 @@ def test_equal_candidates_go_lowest_index_first(vocab):
         lprobs, torch.zeros(2), 2, 4, PAD, UNK, 0.0, EOS, False)
     assert values.tolist() == [[-1.0] * 4]
     assert beams_chosen.tolist() == [[0, 0, 0, 0]] and tokens.tolist() == [[0, 2, 3, 4]]
+
+
+# --- the candidates' split into finished hypotheses and the beam's continuation ---
+
+class _SplitSearch(BeamSearch):
+    def __init__(self, beam):
+        self.eos, self.beam = EOS, beam
+
+
+def _split_case(seed, sentences, beam, k):
+    """Candidates best first with </s> often among them (finite or -inf) and fillers from
+    the last step; some sentences where every candidate ends in </s>."""
+    generator = torch.Generator().manual_seed(seed)
+    scores = -torch.rand(sentences, k, generator=generator).mul(10).sort(dim=1).values
+    scores[torch.rand(sentences, k, generator=generator) < 0.1] = -math.inf
+    tokens = torch.randint(EOS, EOS + 3, (sentences, k), generator=generator)  # </s> about a third of the time
+    tokens[0] = EOS
+    beams = torch.randint(0, beam, (sentences, k), generator=generator)
+    fillers = torch.rand(sentences, beam, generator=generator) < 0.3
+    return scores, beams, tokens, fillers
+
+
+@pytest.mark.parametrize("sentences,beam,k", [(16, 5, 10), (7, 1, 2), (5, 3, 4), (9, 4, 8), (1, 2, 2)])
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_split_gives_fairseqs_split_of_the_candidates(sentences, beam, k, seed):
+    """Against the torch operations of fairseq's generator (eos_mask, active_mask, top-k):
+    the same finished candidates, and the same rows, tokens, scores and fillers to continue."""
+    search = _SplitSearch(beam)
+    case = _split_case(seed * 100 + sentences, sentences, beam, k)
+    compiled = beam_search.compiled_candidates.split_candidates(*case, EOS, beam)
+    reference = search.split_candidates_in_torch_operations(*case)
+    for name, got, expected in zip(("ending", "rows", "tokens", "scores", "fillers"), compiled, reference):
+        assert torch.equal(got, expected), name
+
+
+def test_a_split_by_hand():
+    """Beam 2, four candidates. Sentence 0: the best ends in </s> and finishes; the beam goes
+    on with the next two. Sentence 1: the first was a filler (its </s> does not finish again),
+    every candidate ends in </s>, so the two first come back as fillers."""
+    scores = torch.tensor([[-1.0, -2.0, -3.0, -4.0], [-1.5, -2.5, -3.5, -4.5]])
+    tokens = torch.tensor([[EOS, 7, 8, EOS], [EOS, EOS, EOS, EOS]])
+    beams = torch.tensor([[1, 0, 1, 0], [0, 1, 1, 0]])
+    fillers = torch.tensor([[False, False], [True, False]])
+    ending, rows, next_tokens, next_scores, next_fillers = beam_search.compiled_candidates.split_candidates(
+        scores, beams, tokens, fillers, EOS, 2)
+    assert ending.tolist() == [[True, False], [False, True]]
+    assert rows.tolist() == [[0, 1], [2, 3]]  # sentence · beam + beam index
+    assert next_tokens.tolist() == [[7, 8], [EOS, EOS]]
+    assert next_scores.tolist() == [[-2.0, -3.0], [-1.5, -2.5]]
+    assert next_fillers.tolist() == [[False, False], [True, True]]
