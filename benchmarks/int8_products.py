@@ -1,18 +1,20 @@
-"""int8's products at a decoding step's rows: torch's int8 product against the VNNI loops.
+"""int8's products: torch's int8 product against the compiled loops over a packed weight.
 
-``int8_rows.cpp`` multiplies a layer's rows by its int8 weight one of two ways, with the same
-bits (exact int32 sums): torch's int8 product (``at::_int_mm``, oneDNN, AMX where the CPU has
-it), or, where the CPU has AVX-512 VNNI and the rows are few, its own loops over a weight packed
-once (``Int8Weight.packed``). This times both, and float32's ``addmm`` beside them, at the
-quickstart model's product shapes (fc1, fc2 and the attention projections 256 x 256, the
-convolutions 768 x 512, fc3 256 x 4576) for a range of rows, the three taking turns in one
-process. Where the VNNI loops stop being faster is where ``kVnniRowsUpTo`` and
-``kVnniWideRowsUpTo`` in ``int8_rows.cpp`` hand over to torch's product.
+``int8_rows.cpp`` multiplies a layer's rows by its int8 weight in one of three ways, all with
+the same bits (exact int32 sums): torch's int8 product (``at::_int_mm``, oneDNN), or, over a
+weight packed once (``Int8Weight.packed``), its own AMX tiles (where the CPU has them) or its
+own AVX-512 VNNI loops. This times torch's product, the AMX tiles and the VNNI loops, and
+float32's ``addmm`` beside them, at the quickstart model's product shapes (fc1, fc2 and the
+attention projections 256 x 256, the convolutions 768 x 512, fc3 256 x 4576) for a range of
+rows, taking turns in one process. Where the VNNI loops stop being faster than torch's product
+is where ``kVnniRowsUpTo`` and ``kVnniWideRowsUpTo`` in ``int8_rows.cpp`` hand over to it; the
+AMX tiles take every size.
 
-    python benchmarks/int8_products.py [--rows 5,10,20,40,48,64,96,128,192,256] [--repeats 5]
+    python benchmarks/int8_products.py [--rows 5,10,20,40,48,64,96,128,256,640] [--repeats 5]
 
-Reported: microseconds per product (median of the repetitions), and the torch product's time
-over the VNNI loops' (above 1: the loops are faster).
+Reported: microseconds per product (median of the repetitions), and torch's product's time
+over the AMX tiles' and over the VNNI loops' (above 1: the compiled loops are faster). Above
+the VNNI thresholds the "VNNI" column is torch's product again (that is what runs).
 """
 
 import argparse
@@ -40,15 +42,18 @@ def per_call_us(function, calls: int) -> float:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", default="5,10,20,40,48,64,96,128,192,256")
+    parser.add_argument("--rows", default="5,10,20,40,48,64,96,128,256,640")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--calls", type=int, default=300, help="products timed in each repetition")
     args = parser.parse_args()
     if fused_rows is None or not fused_rows.vnni:
         sys.exit("int8_products: this needs the compiled loops (pip install -e . --no-build-isolation) "
                  "on a CPU with AVX-512 VNNI")
-    print(f"{torch.get_num_threads()} threads, torch {torch.__version__}; microseconds per product")
-    print(f"{'in x out':>11} {'rows':>5} {'float32':>9} {'torch int8':>11} {'VNNI':>8} {'torch/VNNI':>11}")
+    amx = fused_rows.amx()
+    print(f"{torch.get_num_threads()} threads, torch {torch.__version__}, AMX tiles {'here' if amx else 'not here'}; "
+          "microseconds per product")
+    print(f"{'in x out':>11} {'rows':>5} {'float32':>9} {'torch int8':>11} {'AMX':>8} {'VNNI':>8} "
+          f"{'torch/AMX':>10} {'torch/VNNI':>11}")
     generator = torch.Generator().manual_seed(0)
     for width, out in SHAPES:
         float_weight = torch.randn(out, width, generator=generator)
@@ -60,15 +65,23 @@ def main():
             forms = {
                 "float32": lambda: torch.addmm(bias, x, float_weight.t()),
                 "torch int8": lambda: fused_rows.linear(x, int8.weight, int8.scale, bias),
+                "AMX": lambda: fused_rows.linear(x, int8.weight, int8.scale, bias, *packed),
                 "VNNI": lambda: fused_rows.linear(x, int8.weight, int8.scale, bias, *packed),
             }
+            if not amx:
+                del forms["AMX"]
             times = {name: [] for name in forms}
             for repeat in range(args.repeats):
                 for name in (list(forms) if repeat % 2 == 0 else reversed(list(forms))):
-                    times[name].append(per_call_us(forms[name], args.calls))
-            median = {name: statistics.median(values) for name, values in times.items()}
-            print(f"{width:>5} x {out:<4} {rows:>5} {median['float32']:>9.1f} {median['torch int8']:>11.1f} "
-                  f"{median['VNNI']:>8.1f} {median['torch int8'] / median['VNNI']:>10.2f}x")
+                    before = fused_rows.use_amx(name == "AMX")
+                    try:
+                        times[name].append(per_call_us(forms[name], args.calls))
+                    finally:
+                        fused_rows.use_amx(before)
+            us = {name: statistics.median(values) for name, values in times.items()}
+            amx_columns = (f"{us['AMX']:>8.1f}", f"{us['torch int8'] / us['AMX']:>9.2f}x") if amx else ("-", "-")
+            print(f"{width:>5} x {out:<4} {rows:>5} {us['float32']:>9.1f} {us['torch int8']:>11.1f} "
+                  f"{amx_columns[0]:>8} {us['VNNI']:>8.1f} {amx_columns[1]:>10} {us['torch int8'] / us['VNNI']:>10.2f}x")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Every matrix product of a trained model (convolutions, attention projections, fc
 fc2, fc3, residual projections) can run with int8 weights: each output row of the
 weight is stored as int8 with its own scale (symmetric, per channel). Activations are
 quantised on the fly, each row (one position of one sentence) with its own scale, and
-the int8 × int8 product is summed exactly in int32 (``torch._int_mm``). So a row's
+the int8 × int8 product is summed exactly in int32 (``torch._int_mm``, or the compiled
+loops' AMX tiles or VNNI instructions: the same integers). So a row's
 result depends on that row alone, never on the sentences batched with it: a server
 that batches requests gives each sentence the answer it would get alone. The
 attention's own sums (dot products with the encoder states, the softmax, the weighted
@@ -72,9 +73,10 @@ class Int8Weight(nn.Module):
         self._packed_for = None  # the weight (storage, version) that _packed was packed from
 
     def packed(self):
-        """The weight as the compiled loops multiply a decoding step's few rows by it (AVX-512
-        VNNI, ``int8_rows.cpp``: packed and its compensation), packed once and again only
-        when the weight changes; ``(None, None)`` where those loops do not run."""
+        """The weight as the compiled loops multiply rows by it (``int8_rows.cpp``: AMX tiles
+        where the CPU has them, else AVX-512 VNNI loops for a decoding step's few rows): the
+        packed weight and its compensation, packed once and again only when the weight
+        changes; ``(None, None)`` where neither runs (torch's int8 product does)."""
         if not (_compiled_loops() and fused_rows.vnni):
             return None, None
         packed_for = (self.weight.data_ptr(), self.weight._version)

@@ -7,8 +7,8 @@
 // kernel costs more in dispatch than in arithmetic, and the products themselves are 3-10x
 // cheaper in int8 than in float32. Here the rows are quantised in one pass, multiplied by
 // torch's own int8 product (at::_int_mm, exact int32 sums), and scaled back in one pass; or,
-// for a decoding step's few rows on a CPU with AVX-512 VNNI, multiplied and scaled back in
-// registers by loops of its own over a weight packed once (below: the same exact sums).
+// over a weight packed once, by AMX tiles of its own where the CPU has them, or else, for a
+// decoding step's few rows, by AVX-512 VNNI loops of its own (below: the same exact sums).
 //
 // The arithmetic is the torch form's, element by element, so both give the same bits
 // (tests/modules/test_int8.py): scale_r = max(max_j |x_rj|, 1e-12) / 127, q_rj =
@@ -32,6 +32,8 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 namespace {
@@ -236,18 +238,18 @@ FCONV_DISPATCHED(gated_row, (const float* x, const double* exp_negated, int64_t 
 // per output with the packed weight. The weight is packed once (pack_weight): for each block of
 // 16 outputs and each group of 4 inputs, 64 bytes, output-major, the 4 inputs of an output
 // together, as one vpdpbusd reads them against a row's 4 inputs broadcast.
-#if defined(__x86_64__) && defined(__GNUC__)
-const bool kVnni = kAvx512 && __builtin_cpu_supports("avx512vnni");
-#define FCONV_VNNI __attribute__((target("avx2,fma,avx512f,avx512vnni")))
-#define FCONV_HAS_VNNI_LOOPS 1
-
 constexpr int64_t kOutputsPerBlock = 16;  // int32 lanes of a 512-bit register
 constexpr int64_t kInputsPerGroup = 4;  // bytes summed into a lane by one vpdpbusd
-constexpr int kTileRows = 4, kTileBlocks = 4;  // 16 accumulators of the 32 registers
 constexpr int32_t kUnsignedOffset = 128;
 
 int64_t input_groups(int64_t in) { return (in + kInputsPerGroup - 1) / kInputsPerGroup; }
 int64_t output_blocks(int64_t out) { return (out + kOutputsPerBlock - 1) / kOutputsPerBlock; }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+const bool kVnni = kAvx512 && __builtin_cpu_supports("avx512vnni");
+#define FCONV_VNNI __attribute__((target("avx2,fma,avx512f,avx512vnni")))
+#define FCONV_HAS_VNNI_LOOPS 1
+constexpr int kTileRows = 4, kTileBlocks = 4;  // 16 accumulators of the 32 registers
 
 // The row quantised as quantize_row does it, stored as q + 128, padded with q = 0 to whole groups.
 FCONV_INLINE void quantize_row_unsigned_body(const float* __restrict x, int64_t n, int64_t padded,
@@ -279,13 +281,36 @@ struct VnniProduct {
   int64_t block_bytes() const { return groups * kOutputsPerBlock * kInputsPerGroup; }
 };
 
-// Rows [first, first + R) times output blocks [block, block + C), summed over every input group,
-// then scaled back as scale_back_row does (float(sum) * row scale, then one fma with the column
-// scale and the bias) and stored, the outputs past the last one masked off.
+// One block of 16 outputs scaled back as scale_back_row does it (float(sum) * row scale, then one
+// fma with the column scale and the bias) and stored, the outputs past the last one masked off.
+struct ScaleBack {
+  int64_t output;
+  __mmask16 lanes;
+  __m512i offset;
+  __m512 columns, added;
+
+  FCONV_VNNI ScaleBack(const VnniProduct& p, int64_t block) : output(block * kOutputsPerBlock) {
+    lanes = static_cast<__mmask16>((1u << std::min<int64_t>(kOutputsPerBlock, p.outputs - output)) - 1);
+    offset = _mm512_loadu_si512(p.compensation + output);
+    columns = _mm512_maskz_loadu_ps(lanes, p.column_scale + output);
+    added = p.bias == nullptr ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, p.bias + output);
+  }
+
 #pragma GCC diagnostic push
 // GCC 12 warns on its own _mm512_cvtepi32_ps (which starts from _mm512_undefined_ps)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+  FCONV_VNNI void store(const VnniProduct& p, int64_t row, __m512i sums) const {
+    const __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sums, offset)),
+                                        _mm512_set1_ps(p.row_scales[row]));
+    const __m512 out = p.bias == nullptr ? _mm512_mul_ps(scaled, columns) : _mm512_fmadd_ps(scaled, columns, added);
+    _mm512_mask_storeu_ps(p.y + row * p.outputs + output, lanes, out);
+  }
+#pragma GCC diagnostic pop
+};
+
+// Rows [first, first + R) times output blocks [block, block + C), summed over every input
+// group, then scaled back and stored.
 template <int R, int C>
 FCONV_VNNI void vnni_tile(const VnniProduct& p, int64_t first, int64_t block) {
   const uint8_t* __restrict rows = p.rows + first * p.row_stride;
@@ -304,21 +329,10 @@ FCONV_VNNI void vnni_tile(const VnniProduct& p, int64_t first, int64_t block) {
     }
   }
   for (int c = 0; c < C; ++c) {
-    const int64_t output = (block + c) * kOutputsPerBlock;
-    const int64_t present = std::min<int64_t>(kOutputsPerBlock, p.outputs - output);
-    const __mmask16 lanes = static_cast<__mmask16>((1u << present) - 1);
-    const __m512i offset = _mm512_loadu_si512(p.compensation + output);
-    const __m512 columns = _mm512_maskz_loadu_ps(lanes, p.column_scale + output);
-    const __m512 added = p.bias == nullptr ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, p.bias + output);
-    for (int r = 0; r < R; ++r) {
-      const __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sums[r][c], offset)),
-                                          _mm512_set1_ps(p.row_scales[first + r]));
-      const __m512 out = p.bias == nullptr ? _mm512_mul_ps(scaled, columns) : _mm512_fmadd_ps(scaled, columns, added);
-      _mm512_mask_storeu_ps(p.y + (first + r) * p.outputs + output, lanes, out);
-    }
+    const ScaleBack block_out(p, block + c);
+    for (int r = 0; r < R; ++r) block_out.store(p, first + r, sums[r][c]);
   }
 }
-#pragma GCC diagnostic pop
 
 template <int C>
 void vnni_tile_of_blocks(const VnniProduct& p, int64_t first, int rows, int64_t block) {
@@ -347,8 +361,90 @@ void vnni_blocks(const VnniProduct& p, int64_t rows, int64_t first_block, int64_
   }
 }
 
+// --- the same products with AMX, where the CPU has it (Xeon since Sapphire Rapids) ---
+//
+// AMX multiplies tiles: 16 rows of 64 unsigned bytes (16 rows of the quantised x, 64 inputs) by
+// 16 rows of 64 signed bytes (16 groups of 4 inputs for 16 outputs: one output block's 16 groups
+// in the packed weight, as they lie), adding into 16 x 16 int32 sums, 16 times vpdpbusd's work
+// in one instruction. The sums are the same exact integers, stored from the tiles and scaled back
+// as above. Used where the inputs fill whole tiles (a multiple of 64) and Linux lets the process
+// use the tile registers (it must ask, once).
+#define FCONV_AMX __attribute__((target("avx2,fma,avx512f,avx512vnni,amx-tile,amx-int8")))
+constexpr int64_t kTileInputs = 64;  // bytes of a tile row
+constexpr int kAmxRows = 16;  // rows of a tile
+constexpr int kAmxBlocks = 4;  // output blocks summed at once: tiles 0-3; x in tile 4, the weight in 5-7
+constexpr int64_t kChunkBytes = kTileInputs / kInputsPerGroup * kOutputsPerBlock * kInputsPerGroup;  // a weight tile
+
+bool amx_permitted() {
+  static const bool permitted = kVnni && __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-int8") &&
+                                syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */,
+                                        18 /* XFEATURE_XTILEDATA */) == 0;
+  return permitted;
+}
+bool use_amx = true;  // tests switch it off to compare with the VNNI loops
+bool amx_runs(int64_t in) { return use_amx && amx_permitted() && input_groups(in) * kInputsPerGroup % kTileInputs == 0; }
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Output blocks [first_block, last_block) of every row (the rows padded to whole tiles in p.rows).
+FCONV_AMX void amx_blocks(const VnniProduct& p, int64_t rows, int64_t first_block, int64_t last_block) {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.bytes_per_row[t] = kTileInputs;
+    config.rows[t] = kAmxRows;
+  }
+  _tile_loadconfig(&config);
+  alignas(64) int32_t sums[kAmxBlocks][kAmxRows][kOutputsPerBlock];
+  const int64_t chunks = p.groups * kInputsPerGroup / kTileInputs, block_bytes = p.block_bytes();
+  for (int64_t block = first_block; block < last_block; block += kAmxBlocks) {
+    const int blocks = static_cast<int>(std::min<int64_t>(kAmxBlocks, last_block - block));
+    for (int64_t first = 0; first < rows; first += kAmxRows) {
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+        _tile_loadd(4, p.rows + first * p.row_stride + chunk * kTileInputs, p.row_stride);
+        const int8_t* w = p.packed + block * block_bytes + chunk * kChunkBytes;
+        _tile_loadd(5, w, kTileInputs);
+        _tile_dpbusd(0, 4, 5);
+        if (blocks > 1) {
+          _tile_loadd(6, w + block_bytes, kTileInputs);
+          _tile_dpbusd(1, 4, 6);
+        }
+        if (blocks > 2) {
+          _tile_loadd(7, w + 2 * block_bytes, kTileInputs);
+          _tile_dpbusd(2, 4, 7);
+        }
+        if (blocks > 3) {
+          _tile_loadd(5, w + 3 * block_bytes, kTileInputs);
+          _tile_dpbusd(3, 4, 5);
+        }
+      }
+      _tile_stored(0, sums[0], kOutputsPerBlock * sizeof(int32_t));
+      if (blocks > 1) _tile_stored(1, sums[1], kOutputsPerBlock * sizeof(int32_t));
+      if (blocks > 2) _tile_stored(2, sums[2], kOutputsPerBlock * sizeof(int32_t));
+      if (blocks > 3) _tile_stored(3, sums[3], kOutputsPerBlock * sizeof(int32_t));
+      const int present = static_cast<int>(std::min<int64_t>(kAmxRows, rows - first));
+      for (int c = 0; c < blocks; ++c) {
+        const ScaleBack block_out(p, block + c);
+        for (int r = 0; r < present; ++r) block_out.store(p, first + r, _mm512_load_si512(sums[c][r]));
+      }
+    }
+  }
+  _tile_release();
+}
+
 #else
 constexpr bool kVnni = false;
+bool amx_permitted() { return false; }
+bool use_amx = false;
+bool amx_runs(int64_t) { return false; }
 #endif  // VNNI
 
 }  // namespace
@@ -423,46 +519,54 @@ std::vector<torch::Tensor> pack_weight(const torch::Tensor& weight) {
   return {packed, compensation};
 }
 
-// Up to this many rows a packed weight is multiplied by the VNNI loops (a decoding step's rows),
-// more for a wide output such as the vocabulary's; above them torch's product (oneDNN, with AMX
-// where the CPU has it) is faster. From this many multiply-adds the output blocks are split
-// across threads. (Chosen from timings on 2 cores of a Xeon with AMX, docs/performance.md.)
+// A packed weight's product runs on AMX tiles where they run, at any number of rows (faster than
+// torch's product from 5 to 1,280 rows at the model's shapes). The VNNI loops take up to this many
+// rows, more for a wide output such as the vocabulary's (a decoding step's rows); above them
+// torch's product (oneDNN) is faster. From this many multiply-adds the output blocks are split
+// across threads. (Chosen from benchmarks/int8_products.py on 2 cores of a Xeon with AMX,
+// docs/performance.md.)
 constexpr int64_t kVnniRowsUpTo = 48, kVnniWideRowsUpTo = 128;
-constexpr int64_t kVnniSplitFrom = 1 << 21;
+constexpr int64_t kVnniSplitFrom = 1 << 21, kAmxSplitFrom = 1 << 23;
 
-bool vnni_runs(int64_t rows, int64_t in, int64_t out, const c10::optional<torch::Tensor>& packed) {
+bool packed_runs(int64_t rows, int64_t in, int64_t out, const c10::optional<torch::Tensor>& packed) {
   return kVnni && packed.has_value() && packed->defined() &&
-         rows <= (wide_output(in, out) ? kVnniWideRowsUpTo : kVnniRowsUpTo);
+         (amx_runs(in) || rows <= (wide_output(in, out) ? kVnniWideRowsUpTo : kVnniRowsUpTo));
 }
 
 #ifdef FCONV_HAS_VNNI_LOOPS
-// linear's product by the VNNI loops: rows quantised as q + 128, then tiles summed, scaled
-// back and stored; the same bits as the product by at::_int_mm and scale_back_row.
-void vnni_linear(const torch::Tensor& rows_in, const torch::Tensor& packed, const torch::Tensor& compensation,
-                 const float* column_scale, const float* bias, torch::Tensor& y) {
+// linear's product by the packed weight: rows quantised as q + 128, then summed by AMX tiles
+// where they run (the inputs a multiple of 64) or else by the VNNI loops, scaled back and
+// stored; the same bits as the product by at::_int_mm and scale_back_row.
+void packed_linear(const torch::Tensor& rows_in, const torch::Tensor& packed, const torch::Tensor& compensation,
+                   const float* column_scale, const float* bias, torch::Tensor& y) {
   const int64_t rows = rows_in.size(0), in = rows_in.size(1), out = y.size(1), groups = input_groups(in);
   TORCH_CHECK(packed.dim() == 3 && packed.scalar_type() == torch::kChar && packed.is_contiguous() &&
                   packed.size(0) == output_blocks(out) && packed.size(1) == groups &&
                   compensation.scalar_type() == torch::kInt && compensation.is_contiguous() &&
                   compensation.numel() == packed.size(0) * kOutputsPerBlock,
               "the packed weight's shape does not match this weight's; pack this weight with pack_weight");
-  std::vector<uint8_t> quantized(rows * groups * kInputsPerGroup);
+  const bool tiles = amx_runs(in);
+  const int64_t stride = groups * kInputsPerGroup;
+  const int64_t stored_rows = tiles ? (rows + kAmxRows - 1) / kAmxRows * kAmxRows : rows;  // whole tiles
+  std::vector<uint8_t> quantized(stored_rows * stride, kUnsignedOffset);
   std::vector<float> row_scales(rows);
   const float* x = rows_in.data_ptr<float>();
   at::parallel_for(0, rows, rows_per_dividing_task(in), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
-      quantize_row_unsigned(x + r * in, in, groups * kInputsPerGroup, quantized.data() + r * groups * kInputsPerGroup,
-                            &row_scales[r]);
+      quantize_row_unsigned(x + r * in, in, stride, quantized.data() + r * stride, &row_scales[r]);
   });
-  const VnniProduct product{quantized.data(), groups * kInputsPerGroup, row_scales.data(), packed.data_ptr<int8_t>(),
+  const VnniProduct product{quantized.data(), stride, row_scales.data(), packed.data_ptr<int8_t>(),
                             groups, compensation.data_ptr<int32_t>(), column_scale, bias, out, y.data_ptr<float>()};
+  const auto blocks_of = [&](int64_t first_block, int64_t last_block) {
+    tiles ? amx_blocks(product, rows, first_block, last_block) : vnni_blocks(product, rows, first_block, last_block);
+  };
   const int64_t blocks = output_blocks(out);
-  if (at::get_num_threads() <= 1 || at::in_parallel_region() || rows * in * out < kVnniSplitFrom) {
-    vnni_blocks(product, rows, 0, blocks);
+  if (at::get_num_threads() <= 1 || at::in_parallel_region() || rows * in * out < (tiles ? kAmxSplitFrom : kVnniSplitFrom)) {
+    blocks_of(0, blocks);
     return;
   }
   const int64_t per_thread = (blocks + at::get_num_threads() - 1) / at::get_num_threads();
-  at::parallel_for(0, blocks, per_thread, [&](int64_t begin, int64_t end) { vnni_blocks(product, rows, begin, end); });
+  at::parallel_for(0, blocks, per_thread, [&](int64_t begin, int64_t end) { blocks_of(begin, end); });
 }
 #endif
 
@@ -497,9 +601,9 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
   const float* added = bias_values.defined() ? bias_values.data_ptr<float>() : nullptr;
   float* out = y.data_ptr<float>();
 #ifdef FCONV_HAS_VNNI_LOOPS
-  if (vnni_runs(rows, in_features, cols, packed)) {
+  if (packed_runs(rows, in_features, cols, packed)) {
     TORCH_CHECK(compensation.has_value() && compensation->defined(), "a packed weight comes with its compensation");
-    vnni_linear(rows_in, *packed, *compensation, columns, added, y);
+    packed_linear(rows_in, *packed, *compensation, columns, added, y);
     return y;
   }
 #endif
@@ -707,7 +811,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("x"), py::arg("weight"), py::arg("weight_scale"), py::arg("bias"), py::arg("packed") = py::none(),
         py::arg("compensation") = py::none());
   m.def("pack_weight", &pack_weight, "an int8 weight as linear's VNNI loops read it: (packed, compensation)");
-  m.attr("vnni") = kVnni;  // whether linear multiplies a step's rows by a packed weight with AVX-512 VNNI
+  m.attr("vnni") = kVnni;
+  m.def("amx", [] { return amx_permitted(); }, "whether the packed products run on AMX tiles here");
+  m.def("use_amx", [](bool amx) {
+    const bool before = use_amx;
+    use_amx = amx;
+    return before;
+  }, "the packed products on AMX tiles (where they run) or by the VNNI loops; returns the setting before");  // whether linear multiplies a step's rows by a packed weight with AVX-512 VNNI
   m.def("attention_weights", &attention_weights, "softmax of query . keys over the source, float64 sums, batch-invariant");
   m.def("attention_read", &attention_read, "weights times values, float64 sums, batch-invariant");
   m.attr("avx2_fma") = kAvx2Fma;  // which compiled form of the loops runs here

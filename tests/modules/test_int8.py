@@ -340,30 +340,36 @@ def _vnni_loops():
     return fused_rows
 
 
-@pytest.mark.parametrize("width,out", [(256, 256), (768, 512), (256, 4576), (17, 40), (3, 5), (6, 33)])
+@pytest.mark.parametrize("width,out", [(256, 256), (768, 512), (256, 4576), (17, 40), (3, 5), (6, 33), (64, 24)])
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_the_vnni_product_gives_the_bits_of_torchs_int8_product(width, out, threads):
-    """A decoding step's rows times a packed weight (int8_rows.cpp's VNNI loops) against
-    torch's int8 product and scaling (the torch form): every tile of 1-4 rows and 1-4 blocks of
-    16 outputs, inputs and outputs that fill no whole group or block, weights at +-127, rows up
-    to and past where torch's product takes over, with and without a bias, split or not."""
+@pytest.mark.parametrize("tiles", [True, False], ids=["AMX where it runs", "VNNI loops"])
+def test_the_packed_product_gives_the_bits_of_torchs_int8_product(width, out, threads, tiles):
+    """A layer's rows times its packed weight (int8_rows.cpp: AMX tiles where the CPU has them
+    and the inputs are a multiple of 64, else the VNNI loops) against torch's int8 product and
+    scaling (the torch form): every VNNI tile of 1-4 rows and 1-4 blocks of 16 outputs, AMX
+    tiles full and partly filled, inputs and outputs that fill no whole group or block, weights
+    at +-127, rows up to and past where torch's product takes over from the VNNI loops, with
+    and without a bias, split across threads or not."""
     fused_rows = _vnni_loops()
+    if tiles and not fused_rows.amx():
+        pytest.skip("this CPU (or its kernel) gives no AMX tiles: the VNNI loops run here")
     generator = torch.Generator().manual_seed(width * out + threads)
     weight = Int8Weight.from_float(torch.randn(out, width, generator=generator))
     weight.weight[0] = 127
     weight.weight[-1] = -127
     packed = fused_rows.pack_weight(weight.weight)
     bias = torch.randn(out, generator=generator)
-    before = torch.get_num_threads()
+    threads_before, tiles_before = torch.get_num_threads(), fused_rows.use_amx(tiles)
     try:
         torch.set_num_threads(threads)
-        for rows in (1, 2, 3, 4, 5, 9, 48, 49, 128, 129):
+        for rows in (1, 2, 3, 4, 5, 9, 16, 17, 33, 48, 49, 128, 129, 640):
             x = _random_rows(generator, rows, width)
             for b in (bias, None):
                 assert torch.equal(fused_rows.linear(x, weight.weight, weight.scale, b, *packed),
                                    weight.linear_in_torch_operations(x, b)), (rows, b is None)
     finally:
-        torch.set_num_threads(before)
+        torch.set_num_threads(threads_before)
+        fused_rows.use_amx(tiles_before)
 
 
 def test_the_packed_weight_holds_each_outputs_inputs_four_by_four_and_its_compensation():
