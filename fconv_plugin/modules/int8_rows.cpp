@@ -235,9 +235,12 @@ FCONV_DISPATCHED(gated_row, (const float* x, const double* exp_negated, int64_t 
 //
 // vpdpbusd's first operand is unsigned, so a row is quantised as u = q + 128 (q in [-127, 127])
 // and sum_k u_k w_nk - 128 sum_k w_nk = sum_k q_k w_nk, the second sum (the compensation) kept
-// per output with the packed weight. The weight is packed once (pack_weight): for each block of
-// 16 outputs and each group of 4 inputs, 64 bytes, output-major, the 4 inputs of an output
-// together, as one vpdpbusd reads them against a row's 4 inputs broadcast.
+// per output with the packed weight. Both sums may leave int32 in very wide layers; they wrap
+// (vpdpbusd and AMX add without saturating), and their difference is still exact, since the
+// true sum fits (|sum_k q_k w_nk| <= 127^2 · in < 2^31; tested at 70,000 inputs). The weight
+// is packed once (pack_weight): for each block of 16 outputs and each group of 4 inputs, 64
+// bytes, output-major, the 4 inputs of an output together, as one vpdpbusd reads them against
+// a row's 4 inputs broadcast.
 constexpr int64_t kOutputsPerBlock = 16;  // int32 lanes of a 512-bit register
 constexpr int64_t kInputsPerGroup = 4;  // bytes summed into a lane by one vpdpbusd
 constexpr int32_t kUnsignedOffset = 128;
@@ -514,7 +517,7 @@ std::vector<torch::Tensor> pack_weight(const torch::Tensor& weight) {
       to[(block * groups + group) * kOutputsPerBlock * kInputsPerGroup + byte] = from[n * in + k];
       total += from[n * in + k];
     }
-    offsets[n] = kUnsignedOffset * total;
+    offsets[n] = static_cast<int32_t>(static_cast<uint32_t>(kUnsignedOffset) * static_cast<uint32_t>(total));  // wraps
   }
   return {packed, compensation};
 }

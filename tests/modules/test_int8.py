@@ -372,6 +372,32 @@ def test_the_packed_product_gives_the_bits_of_torchs_int8_product(width, out, th
         fused_rows.use_amx(tiles_before)
 
 
+@pytest.mark.parametrize("tiles", [True, False], ids=["AMX where it runs", "VNNI loops"])
+def test_the_packed_product_is_exact_where_its_unsigned_sums_leave_int32(tiles):
+    """70,000 inputs: sum u·w (u = q + 128, up to 255) passes 2^31 and wraps, yet less the
+    compensation (128 · sum w) it is the true sum, which fits; checked against int64 sums."""
+    fused_rows = _vnni_loops()
+    if tiles and not fused_rows.amx():
+        pytest.skip("this CPU (or its kernel) gives no AMX tiles: the VNNI loops run here")
+    width = 70_000
+    weight = Int8Weight(16, width)
+    weight.weight.fill_(127)
+    weight.weight[1::2] = -127
+    x = torch.ones(2, width)
+    x[1, ::3] = -1.0
+    quantized, scale = fused_rows.quantize_rows(x)
+    expected = (quantized.long() @ weight.weight.long().t()).double() * scale.double()  # weight scales are 1
+    unsigned_sums = (quantized.long() + 128) @ weight.weight.long().t()
+    assert unsigned_sums.abs().max() > 2**31  # what vpdpbusd and the tiles sum wraps in int32
+    before = fused_rows.use_amx(tiles)
+    try:
+        actual = fused_rows.linear(x, weight.weight, weight.scale, None, *fused_rows.pack_weight(weight.weight))
+    finally:
+        fused_rows.use_amx(before)
+    assert torch.equal(actual, weight.linear_in_torch_operations(x, None))  # torch's int8 product, exact int32
+    assert torch.allclose(actual.double(), expected, rtol=1e-7, atol=0)
+
+
 def test_the_packed_weight_holds_each_outputs_inputs_four_by_four_and_its_compensation():
     """By hand: output n, input k at block n // 16, group k // 4, byte (n % 16) * 4 + k % 4,
     zero where there is no weight; the compensation is 128 times each output's sum."""
