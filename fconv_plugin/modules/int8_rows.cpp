@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <initializer_list>
 #include <utility>
 #include <vector>
@@ -551,14 +552,15 @@ void packed_linear(const torch::Tensor& rows_in, const torch::Tensor& packed, co
   const bool tiles = amx_runs(in);
   const int64_t stride = groups * kInputsPerGroup;
   const int64_t stored_rows = tiles ? (rows + kAmxRows - 1) / kAmxRows * kAmxRows : rows;  // whole tiles
-  std::vector<uint8_t> quantized(stored_rows * stride, kUnsignedOffset);
+  std::unique_ptr<uint8_t[]> quantized(new uint8_t[stored_rows * stride]);  // each row written once below
+  std::fill(quantized.get() + rows * stride, quantized.get() + stored_rows * stride, kUnsignedOffset);  // q = 0
   std::vector<float> row_scales(rows);
   const float* x = rows_in.data_ptr<float>();
   at::parallel_for(0, rows, rows_per_dividing_task(in), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
-      quantize_row_unsigned(x + r * in, in, stride, quantized.data() + r * stride, &row_scales[r]);
+      quantize_row_unsigned(x + r * in, in, stride, quantized.get() + r * stride, &row_scales[r]);
   });
-  const VnniProduct product{quantized.data(), stride, row_scales.data(), packed.data_ptr<int8_t>(),
+  const VnniProduct product{quantized.get(), stride, row_scales.data(), packed.data_ptr<int8_t>(),
                             groups, compensation.data_ptr<int32_t>(), column_scale, bias, out, y.data_ptr<float>()};
   const auto blocks_of = [&](int64_t first_block, int64_t last_block) {
     tiles ? amx_blocks(product, rows, first_block, last_block) : vnni_blocks(product, rows, first_block, last_block);
