@@ -31,6 +31,9 @@ def build_parser():
                        help="the language whose sentence-splitting rules apply (default: the source language, -s)")
     group.add_argument("--max-sentence-tokens", type=int, default=None,
                        help="split longer sentences at safe points (default: --max-len-b, at most what the model reads)")
+    group.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="decode N batches side by side, in N processes of one CPU thread each (Marian's "
+                            "--cpu-threads, CTranslate2's inter_threads; default 1: one process with torch's threads)")
     return parser
 
 
@@ -74,9 +77,10 @@ def main(argv=None) -> None:
         # shown once a run takes longer than 2 s: long inputs
         progress = tqdm(total=len(split.pieces), desc="fconv-translate", unit=" sentences", file=sys.stderr, delay=2.0)
     try:
-        translations = translator.translate(split.pieces, encoded=split.encoded,
+        translations = translator.translate(split.pieces, encoded=split.encoded, workers=args.workers,
                                             progress=None if progress is None else progress.update) if split.pieces else []
     finally:
+        translator.close()
         if progress is not None:
             progress.close()
     document = split.assemble(translations)

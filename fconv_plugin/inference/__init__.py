@@ -11,6 +11,7 @@ export's checks). It imports neither the faces nor the host fixes (``compat``).
     translator.translate_document(open("chapter.txt").read()).text
 
 - ``translator.py``: loading (safely), tokenizer and BPE, batching and fairseq's beam search;
+- ``workers.py``: batches decoded side by side in processes of one thread (``workers=N``);
 - ``documents.py``: documents into sentences and back, long sentences split;
 - ``attention.py``: each attention layer's weights and p_gen, by teacher forcing;
 - ``results.py``: what a call returns.

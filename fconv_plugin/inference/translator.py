@@ -31,6 +31,7 @@ from .attention import layer_attention, readable
 from .beam_search import BeamSearch
 from .documents import translate_document
 from .results import DocumentTranslation, Hypothesis, LayerAttention, Translation
+from .workers import DecodingWorkers, check_workers
 
 LN2 = math.log(2)
 DEFAULT_MAX_TOKENS = 4000  # source tokens in one generation call when the options give no bound
@@ -122,6 +123,16 @@ def place_model(model, cfg, device: torch.device) -> None:
     model.to(device)
 
 
+@dataclass(frozen=True)
+class BatchCall:
+    """What every batch of one ``translate`` call shares."""
+
+    options: GenerationOptions
+    unk_dictionary: Optional[Dict[str, str]]
+    alignment: bool
+    attention: bool
+
+
 class Translator:
     """One model with its task, tokenizer and BPE, built from fairseq-interactive's options.
 
@@ -170,6 +181,7 @@ class Translator:
             self.max_tokens = DEFAULT_MAX_TOKENS
         self._generators: "OrderedDict[tuple, object]" = OrderedDict()
         self._attending_models: Optional[list] = None
+        self._decoding_workers: Optional[DecodingWorkers] = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -260,6 +272,7 @@ class Translator:
         max_tokens: Optional[int] = None,
         max_sentences: Optional[int] = None,
         progress: Optional[Callable[[int], None]] = None,
+        workers: int = 1,
         **generation,
     ) -> List[Translation]:
         """Translate each sentence; results in the order given.
@@ -271,57 +284,100 @@ class Translator:
         models, p_gen; ``replace_unk``: None as the translator was built, False off, True
         to copy source words, or a dictionary (file path or dict). ``encoded``: the
         sentences after ``encode``, when the caller has them. ``progress(n)`` is called
-        after each batch with the number of sentences it translated.
+        after each batch with the number of sentences it translated. ``workers``: batches
+        decoded side by side in that many processes of one CPU thread each (``workers.py``;
+        Marian's ``--cpu-threads``), with the same translations as in one process.
         """
         options = replace(self.defaults, **generation)
         options.check()
+        check_workers(workers, self.device)
         unk_dictionary = self.unk_dictionary if replace_unk is None else load_unk_dictionary(replace_unk)
         encoded = [self.encode(s) for s in sentences] if encoded is None else list(encoded)
         if len(encoded) != len(sentences):
             raise FConvError(f"{len(sentences)} sentences but {len(encoded)} encoded ones; give one per sentence")
         self._check_lengths(encoded)
-        needs_attention = alignment or unk_dictionary is not None
-        generator, models, search = self._generator(options, needs_attention)
-        src_dict, tgt_dict = self.task.source_dictionary, self.task.target_dictionary
-        strip = getattr(generator, "symbols_to_strip_from_output", {generator.eos})
-        remove_bpe = self.cfg.common_eval.post_process
+        call = BatchCall(options, unk_dictionary, alignment, attention)
+        jobs = ((call, ids, src_tokens, src_lengths, [sentences[i] for i in ids], [encoded[i] for i in ids])
+                for ids, src_tokens, src_lengths in self._batches(encoded, max_tokens, max_sentences))
+        done = ((job, self.translate_batch(*job)) for job in jobs) if workers == 1 else self._workers(workers).map(jobs)
         results: List[Optional[Translation]] = [None] * len(sentences)
-        for ids, src_tokens, src_lengths in self._batches(encoded, max_tokens, max_sentences):
-            on_device = src_tokens.to(self.device), src_lengths.to(self.device)
-            if search is not None:
-                batch_hypos = search.generate(*on_device, attention=needs_attention)
-            else:
-                sample = {"net_input": {"src_tokens": on_device[0], "src_lengths": on_device[1]}}
-                batch_hypos = self.task.inference_step(generator, models, sample)
-            for row, (index, hypos) in enumerate(zip(ids, batch_hypos)):
-                source_row = src_tokens[row]
-                translation = Translation(sentences[index])
-                for hypo in hypos[: options.nbest]:
-                    tokens = hypo["tokens"].int().cpu()
-                    token_ids = tokens.tolist()  # the dictionary reads ints ~30x faster than 0-d tensors
-                    if unk_dictionary is not None:
-                        positions = attended_source_positions(hypo["attention"].float().cpu(), source_row, src_dict.pad(), src_dict.eos())
-                        text = unk_replaced_text(tokens, positions, encoded[index].split(), tgt_dict, unk_dictionary,
-                                                 strip, remove_bpe)
-                    else:
-                        text = tgt_dict.string(token_ids, remove_bpe, extra_symbols_to_ignore=strip)
-                    result = Hypothesis(
-                        text=self.decode(text),
-                        tokens=token_ids,
-                        score=float(hypo["score"]) / LN2,
-                        positional_scores=(hypo["positional_scores"].double() / LN2).tolist(),
-                    )
-                    if alignment:
-                        pairs = utils.extract_hard_alignment(hypo["attention"].float().cpu().transpose(1, 0), source_row, tokens,
-                                                             tgt_dict.pad(), tgt_dict.eos())
-                        result.alignment = [(int(s), int(t)) for s, t in pairs]
-                    if attention:
-                        result.attention, result.p_gen = self._teacher_forced(utils.strip_pad(source_row, src_dict.pad()), tokens)
-                    translation.hypotheses.append(result)
+        for job, translations in done:
+            ids = job[1]
+            for index, translation in zip(ids, translations):
                 results[index] = translation
             if progress is not None:
                 progress(len(ids))
         return results
+
+    def translate_batch(self, call: "BatchCall", ids: List[int], src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                        sentences: List[str], encoded: List[str]) -> List[Translation]:
+        """One batch of ``_batches`` translated: a Translation per sentence, in ``ids``' order
+        (``sentences`` and ``encoded`` are the batch's own). In this process or a decoding worker's."""
+        options, unk_dictionary = call.options, call.unk_dictionary
+        needs_attention = call.alignment or unk_dictionary is not None
+        generator, models, search = self._generator(options, needs_attention)
+        src_dict, tgt_dict = self.task.source_dictionary, self.task.target_dictionary
+        strip = getattr(generator, "symbols_to_strip_from_output", {generator.eos})
+        remove_bpe = self.cfg.common_eval.post_process
+        on_device = src_tokens.to(self.device), src_lengths.to(self.device)
+        if search is not None:
+            batch_hypos = search.generate(*on_device, attention=needs_attention)
+        else:
+            sample = {"net_input": {"src_tokens": on_device[0], "src_lengths": on_device[1]}}
+            batch_hypos = self.task.inference_step(generator, models, sample)
+        translations = []
+        for row, hypos in enumerate(batch_hypos[: len(ids)]):
+            source_row = src_tokens[row]
+            translation = Translation(sentences[row])
+            for hypo in hypos[: options.nbest]:
+                tokens = hypo["tokens"].int().cpu()
+                token_ids = tokens.tolist()  # the dictionary reads ints ~30x faster than 0-d tensors
+                if unk_dictionary is not None:
+                    positions = attended_source_positions(hypo["attention"].float().cpu(), source_row, src_dict.pad(), src_dict.eos())
+                    text = unk_replaced_text(tokens, positions, encoded[row].split(), tgt_dict, unk_dictionary,
+                                             strip, remove_bpe)
+                else:
+                    text = tgt_dict.string(token_ids, remove_bpe, extra_symbols_to_ignore=strip)
+                result = Hypothesis(
+                    text=self.decode(text),
+                    tokens=token_ids,
+                    score=float(hypo["score"]) / LN2,
+                    positional_scores=(hypo["positional_scores"].double() / LN2).tolist(),
+                )
+                if call.alignment:
+                    pairs = utils.extract_hard_alignment(hypo["attention"].float().cpu().transpose(1, 0), source_row, tokens,
+                                                         tgt_dict.pad(), tgt_dict.eos())
+                    result.alignment = [(int(s), int(t)) for s, t in pairs]
+                if call.attention:
+                    result.attention, result.p_gen = self._teacher_forced(utils.strip_pad(source_row, src_dict.pad()), tokens)
+                translation.hypotheses.append(result)
+            translations.append(translation)
+        return translations
+
+    def _workers(self, workers: int) -> DecodingWorkers:
+        """The decoding processes for ``workers`` (``workers.py``), started on first use and
+        kept for later calls until ``close``."""
+        with self._lock:
+            if self._decoding_workers is not None and (self._decoding_workers.workers != workers
+                                                        or self._decoding_workers.broken):
+                self._decoding_workers.close()
+                self._decoding_workers = None
+            if self._decoding_workers is None:
+                self._decoding_workers = DecodingWorkers(self, workers)
+            return self._decoding_workers
+
+    def adopt_in_worker(self) -> None:
+        """Called in a decoding process forked from this translator's: it starts with no
+        workers of its own and a lock no other thread of the parent can be holding."""
+        self._lock = threading.Lock()
+        self._decoding_workers = None
+
+    def close(self) -> None:
+        """Stops the decoding processes, if any were started (``translate(workers=...)``)."""
+        with self._lock:
+            if self._decoding_workers is not None:
+                self._decoding_workers.close()
+                self._decoding_workers = None
 
     def translate_document(self, text: str, **options) -> DocumentTranslation:
         """``text`` translated with its paragraphs and line breaks (``documents.translate_document``)."""

@@ -31,6 +31,9 @@ def test_a_file_keeps_its_paragraphs_and_each_line_is_fairseq_interactives(train
                           expected[4], expected[5], expected[6], ""]
     # stdin to stdout gives the same, and an int8 checkpoint translates it too
     assert run_tool("fconv-translate", data_bin, "--path", checkpoint, input=text).stdout == output.read_text()
+    # in two decoding processes, one batch each (--batch-size 2), too
+    assert run_tool("fconv-translate", data_bin, "--path", checkpoint, "--workers", "2", "--batch-size", "2",
+                    input=text).stdout == output.read_text()
     int8 = tmp_path / "int8.pt"
     run_tool("fconv-quantize", checkpoint, int8)
     int8_text = run_tool("fconv-translate", data_bin, "--path", int8, input=text).stdout
@@ -49,5 +52,8 @@ def test_bad_input_and_options_get_one_line_and_nothing_is_overwritten(trained_m
     same.write_text("s1 s2\n")
     result = run_tool("fconv-translate", data_bin, "--path", checkpoint, "--input", same, "--output", same, check=False)
     assert "is the input file" in result.stderr.strip().splitlines()[-1] and same.read_text() == "s1 s2\n"
+    result = run_tool("fconv-translate", data_bin, "--path", checkpoint, "--workers", "0", input="s1\n", check=False)
+    assert result.stderr.strip().splitlines()[-1] == ("fconv_plugin: error: workers 0: give a whole number of decoding "
+                                                      "processes, 1 or more")
     result = run_tool("fconv-translate", data_bin, "--path", tmp_path / "none.pt", input="s1\n", check=False)
     assert result.returncode != 0 and "Traceback" not in result.stderr

@@ -1,0 +1,87 @@
+"""Decoding processes (``translate(workers=N)``): the translations of one process, in the
+order given, from processes other than this one; a dead worker is a one-line error and the
+next call starts afresh."""
+
+import multiprocessing
+import os
+import random
+import signal
+
+import pytest
+import torch
+
+from fconv_plugin.errors import FConvError
+from fconv_plugin.inference import Translator
+from fconv_plugin.inference.workers import check_workers
+from tests.cli.conftest import trained_model, word_task  # noqa: F401
+
+pytestmark = pytest.mark.slow  # trains a model
+
+
+def _sentences(count, seed):
+    rng = random.Random(seed)
+    return [" ".join(f"s{rng.randrange(30)}" for _ in range(rng.randint(3, 9))) for _ in range(count)]
+
+
+def _worker_pids():
+    return sorted(p.pid for p in multiprocessing.active_children())
+
+
+@pytest.fixture(scope="module", params=["vectorised", "fairseq"])
+def translator(trained_model, request):  # noqa: F811
+    data_bin, save_dir, _ = trained_model
+    translator = Translator.from_pretrained(save_dir / "checkpoint_best.pt", data_bin, beam=5, search=request.param)
+    yield translator
+    translator.close()
+
+
+def _hypotheses(results):
+    return [(h.text, h.tokens, h.alignment) for r in results for h in r.hypotheses]
+
+
+def _scores(results):
+    return [s for r in results for h in r.hypotheses for s in [h.score, *h.positional_scores]]
+
+
+def test_workers_give_one_process_translations_in_the_order_given(translator):
+    lines = _sentences(40, seed=3)
+    before = set(_worker_pids())
+    alone = translator.translate(lines, max_sentences=3, nbest=2, alignment=True)
+    sizes = []
+    together = translator.translate(lines, max_sentences=3, nbest=2, alignment=True, workers=2, progress=sizes.append)
+    assert [r.source for r in together] == lines
+    assert _hypotheses(together) == _hypotheses(alone)
+    assert max(abs(a - b) for a, b in zip(_scores(together), _scores(alone))) < 1e-4
+    assert sum(sizes) == 40 and len(sizes) == 14 and max(sizes) == 3  # one progress call per batch of 3
+    workers = set(_worker_pids()) - before
+    assert len(workers) == 2 and os.getpid() not in workers  # two processes besides this one
+    # the next call reuses them; close() ends them
+    translator.translate(lines[:5], workers=2)
+    assert set(_worker_pids()) - before == workers
+    translator.close()
+    assert set(_worker_pids()) - before == set()
+
+
+def test_a_worker_that_dies_is_a_one_line_error_and_the_next_call_starts_afresh(translator):
+    lines = _sentences(12, seed=5)
+    expected = [r.best.text for r in translator.translate(lines)]
+    before = set(_worker_pids())
+    translator.translate(lines[:2], workers=2)
+    os.kill(max(set(_worker_pids()) - before), signal.SIGKILL)
+    with pytest.raises(FConvError, match=r"^a decoding process ended unexpectedly \(out of memory\?\); give fewer workers"):
+        translator.translate(lines, max_sentences=1, workers=2)
+    assert [r.best.text for r in translator.translate(lines, max_sentences=1, workers=2)] == expected
+    translator.close()
+
+
+@pytest.mark.parametrize("workers", [0, -1, 1.5, True, "2"])
+def test_a_bad_worker_count_is_one_line(translator, workers):
+    with pytest.raises(FConvError, match=r"^workers .*: give a whole number of decoding processes, 1 or more$"):
+        translator.translate(["s1 s2"], workers=workers)
+
+
+def test_workers_are_for_cpus():
+    with pytest.raises(FConvError, match="on a GPU give workers=1"):
+        check_workers(2, torch.device("cuda"))
+    check_workers(2, torch.device("cpu"))
+    check_workers(1, torch.device("cuda"))
