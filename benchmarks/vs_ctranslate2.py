@@ -11,8 +11,9 @@ and training budget:
    with ``ct2-fairseq-converter`` (the library's FairseqConverter);
 2. translates the run's 500 test verses with every engine, at beam 5 x 16 (calls of 16
    sentences sorted by length, as fairseq-generate batches them) and beam 1 x 1, and at
-   beam 5 x 16 in 2 workers of one thread each where the engine has them (the core's
-   ``translate(workers=2)``, CTranslate2's ``inter_threads=2, intra_threads=1``):
+   beam 5 x 16 in 2 workers of one thread each (the core's ``translate(workers=2)``,
+   CTranslate2's ``inter_threads=2, intra_threads=1``, fairseq-generate as two processes
+   with ``--distributed-world-size 2``; not onnxruntime, whose search has no workers):
    - the plugin's model: fairseq-generate; the inference core (``Translator``) float32 and
      fconv-quantize's int8; onnxruntime (fconv-export, float32 and --int8);
    - the Transformer: fairseq-generate; CTranslate2 float32 and int8;
@@ -54,8 +55,10 @@ SETTINGS = {"beam5x16": (5, 16, 1), "beam1x1": (1, 1, 1), "beam5x16w2": (5, 16, 
 PLUGIN_ENGINES = ("fconv fairseq-generate", "core float32", "core int8", "onnx float32", "onnx int8")
 TRANSFORMER_ENGINES = ("transformer fairseq-generate", "ctranslate2 float32", "ctranslate2 int8")
 ENGINES = PLUGIN_ENGINES + TRANSFORMER_ENGINES
-# engines that decode batches side by side, one thread each (the core's workers, CTranslate2's inter_threads)
-WORKER_ENGINES = ("core float32", "core int8", "ctranslate2 float32", "ctranslate2 int8")
+# engines that decode batches side by side, one thread each (the core's workers, CTranslate2's inter_threads,
+# fairseq-generate in shards)
+WORKER_ENGINES = ("fconv fairseq-generate", "core float32", "core int8", "transformer fairseq-generate",
+                  "ctranslate2 float32", "ctranslate2 int8")
 
 
 def runs_setting(engine: str, setting: str) -> bool:
@@ -184,31 +187,42 @@ def peak_memory(pid="self") -> int:
     return 0
 
 
-def fairseq_generate(run: Path, checkpoint: Path, beam: int, batch: int, decode) -> dict:
+def fairseq_generate(run: Path, checkpoint: Path, beam: int, batch: int, decode, workers: int = 1) -> dict:
+    """fairseq-generate on the test set; with ``workers`` > 1, that many processes of one
+    thread side by side, each on its share of the batches (``--distributed-world-size`` and
+    ``--distributed-rank``, by which fairseq-generate shards its batches)."""
     command = [str(BIN / "fairseq-generate"), str(run / "data-bin"), "--user-dir", str(ROOT / "fconv_plugin"),
                "--path", str(checkpoint), "--gen-subset", "test", "--beam", str(beam), "--batch-size", str(batch),
                "--required-batch-size-multiple", "1", "-s", "es", "-t", "en"]
-    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
-        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1") if workers > 1 else None
+    shards = [[*command, "--distributed-world-size", str(workers), "--distributed-rank", str(i)]
+                                                            for i in range(workers)] if workers > 1 else [command]
+    with tempfile.TemporaryDirectory() as tmp:
+        logs = [(open(Path(tmp) / f"{i}.out", "w+"), open(Path(tmp) / f"{i}.err", "w+")) for i in range(len(shards))]
+        processes = [subprocess.Popen(c, stdout=o, stderr=e, text=True, env=env) for c, (o, e) in zip(shards, logs)]
         peak = 0
-        while process.poll() is None:  # its peak, read while it runs
+        while any(p.poll() is None for p in processes):  # their peak, read while they run
             try:
-                peak = max(peak, peak_memory(process.pid))
+                peak = max(peak, sum(peak_memory(p.pid) for p in processes if p.poll() is None))
             except OSError:
                 pass
             time.sleep(0.05)
-        stdout.seek(0), stderr.seek(0)
-        out = subprocess.CompletedProcess(command, process.returncode, stdout.read(), stderr.read())
-    out.check_returncode()
-    hypotheses = {}
-    for line in out.stdout.splitlines():
-        if line.startswith("H-"):
-            index, _, text = line.split("\t", 2)
-            hypotheses[int(index[2:])] = decode(text)
-    rate = re.search(r"Translated ([\d,]+) sentences .*\(([\d.]+) sentences/s", out.stdout + out.stderr)
-    sentences = int(rate.group(1).replace(",", ""))
-    return {"outputs": [hypotheses[i] for i in range(len(hypotheses))], "seconds": sentences / float(rate.group(2)),
-            "peak_bytes": peak}
+        hypotheses, sentences, seconds = {}, 0, 0.0
+        for process, (stdout, stderr) in zip(processes, logs):
+            stdout.seek(0), stderr.seek(0)
+            out = subprocess.CompletedProcess(process.args, process.returncode, stdout.read(), stderr.read())
+            stdout.close(), stderr.close()
+            out.check_returncode()
+            for line in out.stdout.splitlines():
+                if line.startswith("H-"):
+                    index, _, text = line.split("\t", 2)
+                    hypotheses[int(index[2:])] = decode(text)
+            rate = re.search(r"Translated ([\d,]+) sentences .*\(([\d.]+) sentences/s", out.stdout + out.stderr)
+            count = int(rate.group(1).replace(",", ""))
+            sentences += count
+            seconds = max(seconds, count / float(rate.group(2)))  # side by side: the slower one's time
+    assert sentences == len(hypotheses), "the shards' sentences overlap or are missing"
+    return {"outputs": [hypotheses[i] for i in range(len(hypotheses))], "seconds": seconds, "peak_bytes": peak}
 
 
 def run_engine(run: Path, engine: str, setting: str) -> dict:
@@ -222,7 +236,7 @@ def run_engine(run: Path, engine: str, setting: str) -> dict:
     if engine.endswith("fairseq-generate"):
         checkpoint = (run / "checkpoints" / "checkpoint_best.pt" if engine.startswith("fconv")
                       else transformer_checkpoint(run, quickstart_updates(run)))
-        return fairseq_generate(run, checkpoint, beam, batch, decode)
+        return fairseq_generate(run, checkpoint, beam, batch, decode, workers)
     start = time.perf_counter()
     encoded = [encode(line) for line in lines]
     text_seconds = time.perf_counter() - start
@@ -437,11 +451,13 @@ def main():
     print(f"at beam 5 x 16, one process of {THREADS} threads: core float32 / fairseq-generate {f32 / generate:.2f}x "
           f"(goal 1.6), core int8 / core float32 {i8 / f32:.2f}x (goal 1.5), best core / CTranslate2 int8 "
           f"{max(f32, i8) / ct2:.2f}x (goal 2)")
-    w_f32, w_i8, w_ct2 = (table[e]["rates"]["beam5x16w2"] for e in ("core float32", "core int8", "ctranslate2 int8"))
-    print(f"at beam 5 x 16 in {THREADS} workers of one thread (CTranslate2: inter_threads {THREADS}; fairseq-generate "
-          f"has no workers: its one process as above): core float32 / fairseq-generate {w_f32 / generate:.2f}x, "
-          f"core int8 / core float32 {w_i8 / w_f32:.2f}x, best core / CTranslate2 int8 {max(w_f32, w_i8) / w_ct2:.2f}x; "
-          f"core float32 at {100 * flops['fconv'] * w_f32 / (gflops * 1e9):.0f}% of the float32 peak")
+    w_f32, w_i8, w_ct2, w_generate = (table[e]["rates"]["beam5x16w2"] for e in (
+        "core float32", "core int8", "ctranslate2 int8", "fconv fairseq-generate"))
+    print(f"at beam 5 x 16 in {THREADS} workers of one thread each: core float32 / fairseq-generate ({THREADS} shards) "
+          f"{w_f32 / w_generate:.2f}x, core int8 / core float32 {w_i8 / w_f32:.2f}x, best core / CTranslate2 int8 "
+          f"(inter_threads {THREADS}) {max(w_f32, w_i8) / w_ct2:.2f}x; core float32 in workers / fairseq-generate as "
+          f"run above (one process) {w_f32 / generate:.2f}x; core float32 in workers at "
+          f"{100 * flops['fconv'] * w_f32 / (gflops * 1e9):.0f}% of the float32 peak")
     fastest = {e: max(table[e]["rates"][s] for s in ("beam5x16", "beam5x16w2") if s in table[e]["rates"])
                for e in ("core float32", "core int8", "ctranslate2 int8")}
     print(f"each engine in its fastest beam 5 x 16 setting: best core {max(fastest['core float32'], fastest['core int8']):.1f}"
