@@ -18,7 +18,8 @@ and training budget:
      fconv-quantize's int8; onnxruntime (fconv-export, float32 and --int8);
    - the Transformer: fairseq-generate; CTranslate2 float32 and int8;
 3. prints BLEU and chrF (sacreBLEU, detokenised, against the raw references),
-   sentences/s, peak memory (the engine's process' peak resident memory, VmHWM), model size, each
+   sentences/s, peak memory (the engine's process' peak resident memory, VmHWM, in the
+   one-process settings), model size, each
    model's FLOPs per sentence (counted by torch's FlopCounterMode over a beam-5 decode)
    and its share of this machine's measured float32 and int8 matrix-product peaks;
    and the Transformer's BLEU after 3x the updates.
