@@ -177,7 +177,8 @@ class Translator:
         self.defaults = GenerationOptions.from_cfg(cfg.generation)
         self.max_tokens = cfg.dataset.max_tokens
         self.max_sentences = cfg.dataset.batch_size
-        if self.max_tokens is None and self.max_sentences is None:
+        self._default_batches = self.max_tokens is None and self.max_sentences is None
+        if self._default_batches:
             self.max_tokens = DEFAULT_MAX_TOKENS
         self._generators: "OrderedDict[tuple, object]" = OrderedDict()
         self._attending_models: Optional[list] = None
@@ -298,7 +299,7 @@ class Translator:
         self._check_lengths(encoded)
         call = BatchCall(options, unk_dictionary, alignment, attention)
         jobs = ((call, ids, src_tokens, src_lengths, [sentences[i] for i in ids], [encoded[i] for i in ids])
-                for ids, src_tokens, src_lengths in self._batches(encoded, max_tokens, max_sentences))
+                for ids, src_tokens, src_lengths in self._batches(encoded, max_tokens, max_sentences, workers))
         done = ((job, self.translate_batch(*job)) for job in jobs) if workers == 1 else self._workers(workers).map(jobs)
         results: List[Optional[Translation]] = [None] * len(sentences)
         for job, translations in done:
@@ -393,12 +394,17 @@ class Translator:
                 raise FConvError(f"{where} has {count} tokens; the model reads at most {self.source_limit}; "
                                  "split it (translate_document splits long sentences itself)")
 
-    def _batches(self, encoded: Sequence[str], max_tokens: Optional[int], max_sentences: Optional[int]):
+    def _batches(self, encoded: Sequence[str], max_tokens: Optional[int], max_sentences: Optional[int], workers: int = 1):
         """(input indices, src_tokens, src_lengths) of fairseq's batches: the task's own
-        dataset for inference and batch iterator, as fairseq-interactive uses them."""
-        tokens, lengths = self.task.get_interactive_tokens_and_lengths(list(encoded), lambda line: line)
+        dataset for inference and batch iterator, as fairseq-interactive uses them. Where
+        neither the call nor the options bound a batch, ``workers`` share the default
+        bound (the same tokens in flight as one process, in more batches to share out),
+        never below what one sentence may have."""
         if max_tokens is None and max_sentences is None:
             max_tokens, max_sentences = self.max_tokens, self.max_sentences
+            if self._default_batches and workers > 1:
+                max_tokens = max(DEFAULT_MAX_TOKENS // workers, min(self.source_limit, DEFAULT_MAX_TOKENS))
+        tokens, lengths = self.task.get_interactive_tokens_and_lengths(list(encoded), lambda line: line)
         iterator = self.task.get_batch_iterator(
             dataset=self.task.build_dataset_for_inference(tokens, lengths),
             max_tokens=max_tokens, max_sentences=max_sentences, max_positions=self.max_positions,

@@ -85,3 +85,16 @@ def test_workers_are_for_cpus():
         check_workers(2, torch.device("cuda"))
     check_workers(2, torch.device("cpu"))
     check_workers(1, torch.device("cuda"))
+
+
+def test_workers_share_the_default_batch_bound_and_a_given_bound_stays(translator):
+    lines = _sentences(600, seed=9)  # 4,000+ padded tokens: more than one default batch
+
+    def padded_sizes(workers, **bounds):
+        batches = list(translator._batches(lines, bounds.get("max_tokens"), bounds.get("max_sentences"), workers))
+        assert sorted(i for ids, _, _ in batches for i in ids) == list(range(len(lines)))
+        return [src.numel() for _, src, _ in batches]
+
+    alone, shared = padded_sizes(1), padded_sizes(2)
+    assert max(alone) > 2000 and max(shared) <= 2000 and len(shared) > len(alone)
+    assert padded_sizes(2, max_tokens=4000) == alone  # a bound the call gives is kept
