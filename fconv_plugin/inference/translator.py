@@ -182,7 +182,7 @@ class Translator:
             self.max_tokens = DEFAULT_MAX_TOKENS
         self._generators: "OrderedDict[tuple, object]" = OrderedDict()
         self._attending_models: Optional[list] = None
-        self._decoding_workers: Optional[DecodingWorkers] = None
+        self._decoding_workers: Dict[int, DecodingWorkers] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -357,28 +357,28 @@ class Translator:
 
     def _workers(self, workers: int) -> DecodingWorkers:
         """The decoding processes for ``workers`` (``workers.py``), started on first use and
-        kept for later calls until ``close``."""
+        kept for later calls until ``close``; one set per count, so that calls in other
+        threads with another count keep theirs."""
         with self._lock:
-            if self._decoding_workers is not None and (self._decoding_workers.workers != workers
-                                                        or self._decoding_workers.broken):
-                self._decoding_workers.close()
-                self._decoding_workers = None
-            if self._decoding_workers is None:
-                self._decoding_workers = DecodingWorkers(self, workers)
-            return self._decoding_workers
+            pool = self._decoding_workers.get(workers)
+            if pool is None or pool.broken:
+                if pool is not None:
+                    pool.close()
+                pool = self._decoding_workers[workers] = DecodingWorkers(self, workers)
+            return pool
 
     def adopt_in_worker(self) -> None:
         """Called in a decoding process forked from this translator's: it starts with no
         workers of its own and a lock no other thread of the parent can be holding."""
         self._lock = threading.Lock()
-        self._decoding_workers = None
+        self._decoding_workers = {}
 
     def close(self) -> None:
         """Stops the decoding processes, if any were started (``translate(workers=...)``)."""
         with self._lock:
-            if self._decoding_workers is not None:
-                self._decoding_workers.close()
-                self._decoding_workers = None
+            pools, self._decoding_workers = list(self._decoding_workers.values()), {}
+        for pool in pools:
+            pool.close()
 
     def translate_document(self, text: str, **options) -> DocumentTranslation:
         """``text`` translated with its paragraphs and line breaks (``documents.translate_document``)."""

@@ -55,9 +55,11 @@ def test_workers_give_one_process_translations_in_the_order_given(translator):
     assert sum(sizes) == 40 and len(sizes) == 14 and max(sizes) == 3  # one progress call per batch of 3
     workers = set(_worker_pids()) - before
     assert len(workers) == 2 and os.getpid() not in workers  # two processes besides this one
-    # the next call reuses them; close() ends them
+    # the next call reuses them, a call with another count has its own; close() ends them all
     translator.translate(lines[:5], workers=2)
     assert set(_worker_pids()) - before == workers
+    assert _hypotheses(translator.translate(lines, max_sentences=3, nbest=2, alignment=True, workers=3)) == _hypotheses(alone)
+    assert len(set(_worker_pids()) - before) == 5 and workers <= set(_worker_pids())
     translator.close()
     assert set(_worker_pids()) - before == set()
 
