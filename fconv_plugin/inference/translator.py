@@ -364,6 +364,10 @@ class Translator:
             if pool is None or pool.broken:
                 if pool is not None:
                     pool.close()
+                for model in self.models:  # int8 weights packed here once, shared by the forked workers
+                    for module in model.modules():
+                        if isinstance(module, Int8Weight):
+                            module.packed()
                 pool = self._decoding_workers[workers] = DecodingWorkers(self, workers)
             return pool
 

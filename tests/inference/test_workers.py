@@ -13,7 +13,8 @@ import torch
 from fconv_plugin.errors import FConvError
 from fconv_plugin.inference import Translator
 from fconv_plugin.inference.workers import check_workers
-from tests.cli.conftest import trained_model, word_task  # noqa: F401
+from fconv_plugin.modules import int8
+from tests.cli.conftest import run_tool, trained_model, word_task  # noqa: F401
 
 pytestmark = pytest.mark.slow  # trains a model
 
@@ -100,3 +101,20 @@ def test_workers_share_the_default_batch_bound_and_a_given_bound_stays(translato
     alone, shared = padded_sizes(1), padded_sizes(2)
     assert max(alone) > 2000 and max(shared) <= 2000 and len(shared) > len(alone)
     assert padded_sizes(2, max_tokens=4000) == alone  # a bound the call gives is kept
+
+
+def test_an_int8_model_is_packed_once_before_the_workers_fork_and_translates_as_in_one_process(trained_model, tmp_path):  # noqa: F811
+    data_bin, save_dir, _ = trained_model
+    checkpoint = tmp_path / "int8.pt"
+    run_tool("fconv-quantize", save_dir / "checkpoint_best.pt", checkpoint)
+    lines = _sentences(24, seed=11)
+    fresh = Translator.from_pretrained(checkpoint, data_bin, beam=5)
+    weights = [m for m in fresh.models[0].modules() if isinstance(m, int8.Int8Weight)]
+    assert weights and all(w._packed_for is None for w in weights)
+    together = fresh.translate(lines, max_sentences=4, workers=2)  # the parent decodes nothing itself
+    if int8._compiled_loops() and int8.fused_rows.vnni:  # where the packed loops run: packed in the parent
+        assert all(w._packed_for == (w.weight.data_ptr(), w.weight._version) for w in weights)
+    fresh.close()
+    alone = Translator.from_pretrained(checkpoint, data_bin, beam=5).translate(lines, max_sentences=4)
+    assert _hypotheses(together) == _hypotheses(alone)
+    assert max(abs(a - b) for a, b in zip(_scores(together), _scores(alone))) < 1e-4
