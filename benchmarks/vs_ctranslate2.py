@@ -64,6 +64,8 @@ WORKER_ENGINES = ("fconv fairseq-generate", "core float32", "core int8", "transf
 
 def runs_setting(engine: str, setting: str) -> bool:
     return SETTINGS[setting][2] == 1 or engine in WORKER_ENGINES
+
+
 TRANSFORMER = [
     "--arch", "transformer", "--encoder-layers", "3", "--decoder-layers", "3",
     "--encoder-embed-dim", "256", "--decoder-embed-dim", "256",
@@ -196,8 +198,8 @@ def fairseq_generate(run: Path, checkpoint: Path, beam: int, batch: int, decode,
                "--path", str(checkpoint), "--gen-subset", "test", "--beam", str(beam), "--batch-size", str(batch),
                "--required-batch-size-multiple", "1", "-s", "es", "-t", "en"]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1") if workers > 1 else None
-    shards = [[*command, "--distributed-world-size", str(workers), "--distributed-rank", str(i)]
-                                                            for i in range(workers)] if workers > 1 else [command]
+    shards = ([[*command, "--distributed-world-size", str(workers), "--distributed-rank", str(i)] for i in range(workers)]
+              if workers > 1 else [command])
     with tempfile.TemporaryDirectory() as tmp:
         logs = [(open(Path(tmp) / f"{i}.out", "w+"), open(Path(tmp) / f"{i}.err", "w+")) for i in range(len(shards))]
         processes = [subprocess.Popen(c, stdout=o, stderr=e, text=True, env=env) for c, (o, e) in zip(shards, logs)]
@@ -288,7 +290,7 @@ def run_engine(run: Path, engine: str, setting: str) -> dict:
                                             max_decoding_length=200)
             return [" ".join(r.hypotheses[0]) for r in results]
 
-    translate(encoded[:batch], lines[:batch])  # warm-up
+    translate(encoded[:batch * workers], lines[:batch * workers])  # warm-up (every worker)
     start = time.perf_counter()
     outputs = translate(encoded, lines)
     seconds = time.perf_counter() - start

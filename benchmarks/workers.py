@@ -50,7 +50,7 @@ def main():
             times = {1: [], args.workers: []}
             texts = {}
             for workers in times:
-                translator.translate(lines[:64], beam=5, workers=workers, **bounds)  # warm-up (and the workers' start)
+                translator.translate(lines[:200], beam=5, workers=workers, **bounds)  # warm-up (every worker's start)
             for repeat in range(args.repeats):
                 for workers in (times if repeat % 2 == 0 else reversed(list(times))):
                     start = time.perf_counter()
