@@ -9,15 +9,21 @@ ways, taking turns in every repetition, in one process:
    histories passed in and out instead of fairseq's incremental-state dictionary;
 3. ``plain function``: the same torch operations on the same weights, written as one
    function without modules;
-4. ``TorchScript``: that function traced (the operations run without Python);
-5. ``decoder steps``: what the inference core's beam search runs since 2026-11-26,
+4. ``TorchScript``: that function traced, as torch runs it by default (the operations
+   without Python, and torch's fuser joining elementwise ones into its own loops);
+5. ``TorchScript unfused``: the same trace run with the fuser off (only leaving Python);
+6. ``decoder steps``: what the inference core's beam search runs since 2026-11-26,
    ``models/decoder_steps.py`` (the newest tokens in, the state in plain tensors, each
-   layer a function looked up once per call).
+   layer a function looked up once per call);
+7. ``compiled step``: 6 after the embeddings written in C++ with the same ATen calls in
+   the same order (``benchmarks/compiled_step.cpp``, compiled by this script on its first
+   run, ~1 min): what leaving Python alone would save the core's step.
 
 It prints milliseconds per step, the ratio to the module step, and whether each gives
 the module step's log-probabilities bit for bit. The difference between 1 and 3 is what
-restructuring the step in Python could save; between 3 and 4, what leaving Python saves;
-the rest is the operations themselves. Only the float32 form of a model without a
+restructuring the step in Python could save; between 3 and 5, and between 6 and 7, what
+leaving Python saves; between 5 and 4, what fusing elementwise operations saves; the rest
+is the operations themselves. Only the float32 form of a model without a
 pointer-generator and with attention in every layer (as the quickstart's) is written out.
 
     python benchmarks/step_overhead.py examples/bible_es_en/runs/latest [--repeats 5]
@@ -116,6 +122,14 @@ def the_steps(model, encoder_out, prefix, state):
     position = torch.full((rows, 1), decoder.padding_idx + prefix.size(1))
     arguments = (prefix[:, -1:], position, source.keys, source.values, length_scale, *histories)
     traced = torch.jit.trace(plain, arguments, check_trace=False)
+    unfused = torch.jit.trace(plain, arguments, check_trace=False)
+    fusing = torch._C._jit_texpr_fuser_enabled()
+    torch._C._jit_set_texpr_fuser_enabled(False)
+    try:  # the executor settles its plan over the first calls and keeps it
+        for _ in range(5):
+            unfused(*arguments)
+    finally:
+        torch._C._jit_set_texpr_fuser_enabled(fusing)
 
     steps = DecoderSteps(model)
     steps_state = steps.start(encoder_out)
@@ -126,9 +140,39 @@ def the_steps(model, encoder_out, prefix, state):
         fresh = DecodingState(steps_state.layers, steps_state.source, list(steps_state.histories))
         return steps.log_probs(fresh, prefix, attention=False)[0]
 
+    compiled = compiled_step(steps_state)
+
+    def compiled_decoder_step():  # decoder_steps() with the part after the embeddings compiled
+        last = prefix[:, -1]
+        x = decoder.embed_tokens(last) + decoder.embed_positions.at(
+            torch.full_like(last, decoder.padding_idx + prefix.size(1)))
+        source = steps_state.source
+        return compiled.log_probs(x, list(steps_state.histories), source.keys, source.values, source.length_scale,
+                                  source.copies)[0]
+
     return {"module step": module_step, "explicit state": explicit_state,
             "plain function": lambda: plain(*arguments), "TorchScript": lambda: traced(*arguments),
-            "decoder steps": decoder_steps}
+            "TorchScript unfused": lambda: unfused(*arguments), "decoder steps": decoder_steps,
+            "compiled step": compiled_decoder_step}
+
+
+def compiled_step(state: DecodingState):
+    """``benchmarks/compiled_step.cpp``'s step over the layers of a search's state."""
+    from torch.utils.cpp_extension import load
+
+    module = load("fconv_benchmark_compiled_step", [str(ROOT / "benchmarks" / "compiled_step.cpp")],
+                  extra_cflags=["-O3", "-ffp-contract=off"])
+    decoder_layers = state.layers
+
+    def operands(function):  # a row_function's bias and wᵀ (the closure of WeightNormLinear's and CausalConvolution's)
+        closure = dict(zip(function.__code__.co_freevars, (cell.cell_contents for cell in function.__closure__)))
+        return closure["bias"], closure.get("weight_t", closure.get("weight"))
+
+    if not isinstance(state.source.length_scale, float):
+        sys.exit("step_overhead.py: the compiled step is written for a source without padding")
+    blocks = [(operands(b.convolve), operands(b.project_in), operands(b.project_out), b.history)
+              for b in decoder_layers.blocks]
+    return module.Step(operands(decoder_layers.fc1), blocks, operands(decoder_layers.fc2), operands(decoder_layers.fc3))
 
 
 def main():
@@ -166,7 +210,7 @@ def main():
           f"2 threads, median of {args.repeats}:")
     for name in steps:
         median = statistics.median(times[name])
-        print(f"  {name:15s} {median * 1e3:6.3f} ms  {median / base:5.2f}x  "
+        print(f"  {name:19s} {median * 1e3:6.3f} ms  {median / base:5.2f}x  "
               f"{'the same bits' if same[name] else 'other bits'}")
 
 
