@@ -5,8 +5,8 @@ from setuptools import find_packages, setup
 
 def compiled_loops():
     """The compiled loops, built against the installed torch: the int8 layers' fused kernel
-    (fconv_plugin/modules/int8_rows.cpp) and beam search's candidate selection
-    (fconv_plugin/inference/beam_candidates.cpp). Without torch at build time (an isolated
+    (fconv_plugin/modules/int8_rows.cpp), the decoder's step (fconv_plugin/models/decoder_step.cpp)
+    and beam search's candidate selection (fconv_plugin/inference/beam_candidates.cpp). Without torch at build time (an isolated
     build) they are left out and the same arithmetic runs as torch operations, slower."""
     try:
         from torch.utils.cpp_extension import BuildExtension, CppExtension
@@ -16,12 +16,14 @@ def compiled_loops():
         return {}
     loops = {
         "fconv_plugin.modules._int8_rows": "fconv_plugin/modules/int8_rows.cpp",
+        "fconv_plugin.models._decoder_step": "fconv_plugin/models/decoder_step.cpp",
         "fconv_plugin.inference._beam_candidates": "fconv_plugin/inference/beam_candidates.cpp",
     }
     extensions = [
         # no implicit fused multiply-add (torch's rounding); errno never read, so fma and
         # nearbyint vectorise
-        CppExtension(name, [source], extra_compile_args=["-O3", "-ffp-contract=off", "-fno-math-errno", "-fopenmp"],
+        CppExtension(name, [source], include_dirs=["fconv_plugin/modules"],  # int8_rows_api.h
+                     extra_compile_args=["-O3", "-ffp-contract=off", "-fno-math-errno", "-fopenmp"],
                      extra_link_args=["-fopenmp"])
         for name, source in loops.items()
     ]

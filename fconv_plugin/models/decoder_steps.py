@@ -10,6 +10,14 @@ history a tensor in a list, and each layer a function of a matrix of rows (the l
 decoder's own, in its order, so the log-probabilities are its bits
 (``tests/models/test_decoder_steps.py``); fairseq-generate and fairseq-interactive keep
 the decoder's ``forward``.
+
+Where the package was installed with torch, the step from the target embedding to the
+log-probabilities runs compiled (``decoder_step.cpp``): the same ATen calls in the same
+order, and an int8 model's same compiled loops, without Python between them; so the same
+bits. The embeddings, the reordering and a copying model's mixture stay here. A decoder
+with parts the compiled step does not know (a copying model, a shared output embedding,
+other forms of the gate or of the attention's sums), a GPU, or an exporter's trace runs
+the Python step below.
 """
 
 from dataclasses import dataclass
@@ -21,8 +29,16 @@ from torch import Tensor
 
 from ..errors import FConvError
 from ..modules import AttentionLayer, AttentionSource
-from ..modules.conv_block import add_residual
+from ..modules import int8 as int8_layers
+from ..modules.attention import AttentionSums
+from ..modules.conv_block import GatedLinearUnit, add_residual
+from ..modules.weight_norm import AddmmRows
 from .fconv import FConvDecoder
+
+try:  # the step without Python between its operations (decoder_step.cpp), built when the package is installed
+    from . import _decoder_step as compiled_step
+except ImportError:  # not built (no torch at install time, or run from a plain checkout): the Python step
+    compiled_step = None
 
 RowFunction = Callable[[Tensor], Tensor]
 
@@ -65,6 +81,7 @@ class DecodingState:
     layers: _Layers
     source: Optional[AttentionSource]  # the encoder outputs, once per sentence where shared
     histories: List[Optional[Tensor]]  # block l's last k - 1 inputs, rows x (k - 1)·in, oldest first
+    compiled: Optional[object] = None  # decoder_step.cpp's Step over these layers, where it runs them
 
 
 class DecoderSteps:
@@ -72,10 +89,12 @@ class DecoderSteps:
 
     ``start`` prepares a search (the layers' functions, the attention source shared across
     each sentence's ``decoder.beam_size`` hypotheses, zero histories), ``log_probs`` decodes
-    one position for every hypothesis, ``reorder`` follows the beams."""
+    one position for every hypothesis, ``reorder`` follows the beams. ``compiled=False``
+    keeps every step in Python (the reference the compiled step is tested against)."""
 
-    def __init__(self, model):
+    def __init__(self, model, compiled: bool = True):
         self.decoder: FConvDecoder = model.decoder
+        self.compiled = compiled
 
     @staticmethod
     def supports(model) -> bool:
@@ -106,7 +125,8 @@ class DecoderSteps:
             keys.new_zeros(rows, block.history * plan.in_channels) if block.history else None
             for block, plan in zip(blocks, decoder.plans)
         ]
-        return DecodingState(layers, source, histories)
+        compiled = _compiled_step(decoder, layers, keys) if self.compiled else None
+        return DecodingState(layers, source, histories, compiled)
 
     def log_probs(self, state: DecodingState, tokens: Tensor, attention: bool) -> Tuple[Tensor, Optional[Tensor]]:
         """log p(y_{i+1} | y_1..y_i, x) for every row of ``tokens`` (rows x i, the prefix so
@@ -116,6 +136,15 @@ class DecoderSteps:
         x = decoder.embed_tokens(last)
         if decoder.embed_positions is not None:  # prefixes hold no padding: position i of each
             x = x + decoder.embed_positions.at(torch.full_like(last, decoder.padding_idx + tokens.size(1)))
+        if state.compiled is not None:
+            source = state.source
+            scale = None if source is None else source.length_scale
+            lprobs, average, state.histories = state.compiled.log_probs(
+                x, state.histories, *((None, None, None) if source is None else (source.keys, source.values,
+                                                                                 source.padding_mask)),
+                scale if torch.is_tensor(scale) else None, scale if isinstance(scale, float) else 0.0,
+                1 if source is None else source.copies, attention)
+            return lprobs, average
         target_embedding = x
         x = layers.fc1(x)
         block_outputs = [x]
@@ -157,3 +186,44 @@ class DecoderSteps:
         if state.source is not None:
             state.source = state.source.index_select(order)
         return state
+
+
+def _compiled_rows(function: RowFunction):
+    """``function`` as decoder_step.cpp's ``Rows``; None where it is neither a float32
+    ``addmm`` nor the compiled int8 loops' linear, each with a bias."""
+    if isinstance(function, AddmmRows) and function.bias is not None and function.weight_t.dtype == torch.float32:
+        return compiled_step.Rows.addmm(function.bias, function.weight_t)
+    if isinstance(function, int8_layers.Int8Rows) and function.bias is not None:
+        return compiled_step.Rows.int8(int8_layers.fused_rows.api, function.weight, function.scale, function.bias,
+                                       function.packed, function.compensation)
+    return None
+
+
+def _compiled_step(decoder: FConvDecoder, layers: _Layers, keys: Tensor):
+    """decoder_step.cpp's ``Step`` over ``layers``; None where the Python step runs: not
+    built, on a GPU, in half precision, while an exporter traces, a copying model, or parts
+    it does not know."""
+    if (compiled_step is None or keys.device.type != "cpu" or keys.dtype != torch.float32
+            or torch.compiler.is_compiling()):
+        return None
+    if decoder.pointer_generator is not None:
+        return None
+    sums = {type(attention.sums) for attention in decoder.attention if attention is not None}
+    if type(decoder.gate) is GatedLinearUnit and sums <= {AttentionSums}:
+        int8_api = None  # torch's float32 glu, bmm and softmax
+    elif (type(decoder.gate) is int8_layers.PreciseGatedLinearUnit and sums <= {int8_layers.BatchInvariantSums}
+          and int8_layers._compiled_loops()):
+        int8_api = int8_layers.fused_rows.api  # their float64 forms, as the int8 loops compute them
+    else:
+        return None
+    ends = [_compiled_rows(f) for f in (layers.fc1, layers.fc2, layers.fc3)]
+    blocks = []
+    for block in layers.blocks:
+        functions = (block.convolve, block.project_residual, block.project_in, block.project_out)
+        compiled = [None if f is None else _compiled_rows(f) for f in functions]
+        if any(c is None and f is not None for c, f in zip(compiled, functions)):
+            return None
+        blocks.append(compiled_step.Block(compiled[0], block.history, block.residual, *compiled[1:]))
+    if None in ends:
+        return None
+    return compiled_step.Step(ends[0], blocks, ends[1], ends[2], int8_api)

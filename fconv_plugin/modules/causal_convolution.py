@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor
 
-from .weight_norm import WeightNormConvTBC
+from .weight_norm import AddmmRows, WeightNormConvTBC
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
@@ -76,8 +76,7 @@ class CausalConvolution(CausalWindow, WeightNormConvTBC):
     def row_function(self) -> Callable[[Tensor], Tensor]:
         """``window_product`` with the kernel looked up once: flattened windows (rows x k · in,
         oldest input first) to rows x out, what the decoder's step calls at every position."""
-        weight, bias = self.flat_weight(), self.bias
-        return lambda windows: torch.addmm(bias, windows, weight)
+        return AddmmRows(self.bias, self.flat_weight())
 
     def flat_weight(self) -> Tensor:
         """The kernel as a (k · in, out) matrix: row j · in + c multiplies buffer[:, j, c]."""

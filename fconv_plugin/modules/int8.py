@@ -114,8 +114,7 @@ class Int8Weight(nn.Module):
         """``linear`` of a matrix of rows, with its form chosen once: what the decoder's step
         calls at every position (``models/decoder_steps.py``)."""
         if _compiled_loops():
-            weight, scale, (packed, compensation) = self.weight, self.scale, self.packed()
-            return lambda rows: fused_rows.linear(rows, weight, scale, bias, packed, compensation)
+            return Int8Rows(self.weight, self.scale, bias, *self.packed())
         return lambda rows: self.linear_in_torch_operations(rows, bias)
 
     def linear_in_torch_operations(self, rows: Tensor, bias: Optional[Tensor]) -> Tensor:
@@ -158,6 +157,21 @@ class Int8Weight(nn.Module):
 def kernel_as_rows(kernel: Tensor) -> Tensor:
     """A ConvTBC kernel (k, in, out) as the matrix (out, k · in): column j · in + c is w[j, c, :]."""
     return kernel.reshape(-1, kernel.size(2)).t()
+
+
+class Int8Rows:
+    """rows ↦ the compiled loops' int8 linear: ``Int8Weight.row_function`` where they are
+    built, with its operands named so that the compiled decoder step
+    (``models/decoder_step.cpp``) makes the same call."""
+
+    __slots__ = ("weight", "scale", "bias", "packed", "compensation")
+
+    def __init__(self, weight: Tensor, scale: Tensor, bias: Optional[Tensor], packed: Optional[Tensor],
+                 compensation: Optional[Tensor]):
+        self.weight, self.scale, self.bias, self.packed, self.compensation = weight, scale, bias, packed, compensation
+
+    def __call__(self, rows: Tensor) -> Tensor:
+        return fused_rows.linear(rows, self.weight, self.scale, self.bias, self.packed, self.compensation)
 
 
 class Int8Linear(nn.Module):

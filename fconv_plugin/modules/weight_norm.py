@@ -87,8 +87,7 @@ class WeightNormLinear(WeightNormalized):
         """The layer as a function of a matrix of rows (rows x in ↦ x wᵀ + b), w looked up
         once: what the decoder's step calls at every position (``models/decoder_steps.py``).
         The same ``addmm`` as ``forward`` on a matrix, so the same bits."""
-        weight_t, bias = self.normalized_weight().t(), self.bias
-        return lambda rows: torch.addmm(bias, rows, weight_t)
+        return AddmmRows(self.bias, self.normalized_weight().t())
 
     def _inference_layout(self, weight: Tensor) -> Tensor:
         """(out, in) values over (in, out) storage, so that wᵀ is contiguous."""
@@ -122,3 +121,16 @@ class WeightNormConvTBC(WeightNormalized):
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}"
+
+
+class AddmmRows:
+    """rows ↦ addmm(b, rows, wᵀ): a float32 layer's ``row_function``, with its operands
+    named so that the compiled decoder step (``models/decoder_step.cpp``) makes the same call."""
+
+    __slots__ = ("bias", "weight_t")
+
+    def __init__(self, bias: Tensor, weight_t: Tensor):
+        self.bias, self.weight_t = bias, weight_t
+
+    def __call__(self, rows: Tensor) -> Tensor:
+        return torch.addmm(self.bias, rows, self.weight_t)

@@ -1,13 +1,15 @@
 """The decoder's explicit-state steps (models/decoder_steps.py) against the decoder driven
 through fairseq's incremental protocol: the plugin's own (the same bits) and fairseq's
 built-in fconv with the same weights (within float32 rounding), step after step, with the
-beams reordered between steps as beam search reorders them."""
+beams reordered between steps as beam search reorders them. Each comparison runs the
+compiled step (decoder_step.cpp, where the decoder's parts allow it) and the Python step."""
 
 import pytest
 import torch
 
 from fconv_plugin.errors import FConvError
 from fconv_plugin.inference.beam_search import FairseqIncrementalSteps
+from fconv_plugin.models import decoder_steps
 from fconv_plugin.models.decoder_steps import DecoderSteps
 from tests.support import DictionaryTask, build_pair, build_plugin_model, make_dictionary, relative_error, translation_batch
 
@@ -78,34 +80,39 @@ def model(request):
     return build_plugin_model(arch, DictionaryTask(SRC, TGT), **overrides).eval()
 
 
-def test_explicit_steps_give_the_decoders_own_bits(model):
-    explicit = _decode(model, DecoderSteps(model), SRC, TGT)
+@pytest.fixture(params=[True, False], ids=["compiled", "python"])
+def compiled(request):
+    return request.param
+
+
+def test_explicit_steps_give_the_decoders_own_bits(model, compiled):
+    explicit = _decode(model, DecoderSteps(model, compiled), SRC, TGT)
     protocol = _decode(model, FairseqIncrementalSteps(model.returning_attention()), SRC, TGT)
     for (lprobs, attention), (expected, expected_attention) in zip(explicit, protocol):
         assert torch.equal(lprobs, expected)
         assert torch.equal(attention, expected_attention)
 
 
-def test_explicit_steps_match_fairseqs_fconv(pair):
+def test_explicit_steps_match_fairseqs_fconv(pair, compiled):
     model, reference = pair
-    explicit = _decode(model, DecoderSteps(model), SRC, TGT, attention=False)
+    explicit = _decode(model, DecoderSteps(model, compiled), SRC, TGT, attention=False)
     fairseqs = _decode(reference, FairseqIncrementalSteps(reference), SRC, TGT, attention=False)
     for (lprobs, attention), (expected, _) in zip(explicit, fairseqs):
         assert attention is None
         assert relative_error(lprobs, expected) < 1e-5
 
 
-def test_prepared_for_generation_the_bits_stay_the_decoders():
+def test_prepared_for_generation_the_bits_stay_the_decoders(compiled):
     torch.manual_seed(2)
     model = build_plugin_model("fconv_iwslt_de_en", DictionaryTask(SRC, TGT)).eval()
     model.make_generation_fast_()  # the weights frozen in the layout generation reads
-    explicit = _decode(model, DecoderSteps(model), SRC, TGT)
+    explicit = _decode(model, DecoderSteps(model, compiled), SRC, TGT)
     protocol = _decode(model, FairseqIncrementalSteps(model.returning_attention()), SRC, TGT)
     assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(explicit, protocol))
 
 
 @pytest.mark.parametrize("copying", [False, True], ids=["translation", "copying"])
-def test_int8_steps_give_the_int8_decoders_bits(copying):
+def test_int8_steps_give_the_int8_decoders_bits(copying, compiled):
     torch.manual_seed(4)
     if copying:
         model = build_plugin_model("fconv_gigaword_copy", DictionaryTask(JOINED, JOINED), encoder_layers="[(32, 3)] * 2",
@@ -116,7 +123,7 @@ def test_int8_steps_give_the_int8_decoders_bits(copying):
         model = build_plugin_model("fconv_iwslt_de_en", DictionaryTask(SRC, TGT))
         dictionaries = (SRC, TGT)
     model.eval().quantize_int8_()
-    explicit = _decode(model, DecoderSteps(model), *dictionaries)
+    explicit = _decode(model, DecoderSteps(model, compiled), *dictionaries)
     protocol = _decode(model, FairseqIncrementalSteps(model.returning_attention()), *dictionaries)
     for (lprobs, attention), (expected, expected_attention) in zip(explicit, protocol):
         assert torch.equal(lprobs, expected)
@@ -138,6 +145,43 @@ def test_copying_steps_give_the_copying_decoders_bits():
             assert (weights is None) == (not attention)
             if attention:
                 assert torch.equal(weights, expected_weights)
+
+
+def _runs_compiled(model) -> bool:
+    with torch.no_grad():
+        src, lengths, _, _ = translation_batch(SRC, TGT, SOURCE_LENGTHS, [1] * len(SOURCE_LENGTHS), seed=3)
+        return DecoderSteps(model).start(model.encoder(src, lengths)).compiled is not None
+
+
+def test_the_compiled_step_runs_the_decoders_it_knows():
+    """The step is compiled for float32 and int8 translation models, with and without
+    residual projections or position embeddings; a shared output embedding (a plain
+    nn.Linear) and ``compiled=False`` keep the Python step, as copying models do (below)."""
+    assert decoder_steps.compiled_step is not None, \
+        "fconv_plugin/models/_decoder_step is not built; reinstall the package (scripts/setup_env.sh)"
+    task = DictionaryTask(SRC, TGT)
+    for name in ("iwslt", "wmt_en_de"):
+        arch, overrides = CONFIGS[name]
+        assert _runs_compiled(build_plugin_model(arch, task, **overrides).eval()), name
+    assert _runs_compiled(build_plugin_model(*NO_POSITIONS[:1], task, **NO_POSITIONS[1]).eval())
+    int8 = build_plugin_model("fconv_iwslt_de_en", task).eval()
+    int8.quantize_int8_()
+    assert _runs_compiled(int8)
+    arch, overrides = CONFIGS["odd"]
+    assert not _runs_compiled(build_plugin_model(arch, task, **overrides).eval())
+    model = build_plugin_model("fconv_iwslt_de_en", task).eval()
+    src, lengths, _, _ = translation_batch(SRC, TGT, SOURCE_LENGTHS, [1] * len(SOURCE_LENGTHS), seed=3)
+    with torch.no_grad():
+        assert DecoderSteps(model, compiled=False).start(model.encoder(src, lengths)).compiled is None
+
+
+def test_a_copying_model_keeps_the_python_step():
+    model = build_plugin_model("fconv_gigaword_copy", DictionaryTask(JOINED, JOINED), encoder_layers="[(32, 3)] * 2",
+                               decoder_layers="[(32, 3), (32, 2)]", encoder_embed_dim=24, decoder_embed_dim=24,
+                               decoder_out_embed_dim=16).eval()
+    src, lengths, _, _ = translation_batch(JOINED, JOINED, SOURCE_LENGTHS, [1] * len(SOURCE_LENGTHS), seed=3)
+    with torch.no_grad():
+        assert DecoderSteps(model).start(model.encoder(src, lengths)).compiled is None
 
 
 def test_a_decoder_in_training_mode_is_refused():
