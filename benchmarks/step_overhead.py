@@ -1,7 +1,7 @@
 """How much of one decoder step is the model's structure rather than its arithmetic.
 
 On a trained run's model (the quickstart's ``fconv_iwslt_de_en``), one incremental step for
-beam 5 x 16 sentences (80 hypotheses, a 40-token source, the 12th target position), five
+beam 5 x 16 sentences (80 hypotheses, a 40-token source, the 12th target position), seven
 ways, taking turns in every repetition, in one process:
 
 1. ``module step``: the decoder as fairseq's generator calls it (fairseq's incremental state);
@@ -12,12 +12,12 @@ ways, taking turns in every repetition, in one process:
 4. ``TorchScript``: that function traced, as torch runs it by default (the operations
    without Python, and torch's fuser joining elementwise ones into its own loops);
 5. ``TorchScript unfused``: the same trace run with the fuser off (only leaving Python);
-6. ``decoder steps``: what the inference core's beam search runs since 2026-11-26,
-   ``models/decoder_steps.py`` (the newest tokens in, the state in plain tensors, each
-   layer a function looked up once per call);
-7. ``compiled step``: 6 after the embeddings written in C++ with the same ATen calls in
-   the same order (``benchmarks/compiled_step.cpp``, compiled by this script on its first
-   run, ~1 min): what leaving Python alone would save the core's step.
+6. ``decoder steps``: ``models/decoder_steps.py``'s Python step (``compiled=False``: the
+   newest tokens in, the state in plain tensors, each layer a function looked up once
+   per call);
+7. ``compiled step``: what the inference core's beam search runs since stop 46, the same
+   step after the embeddings compiled (``models/decoder_step.cpp``: the same ATen calls
+   in the same order): what leaving Python alone saves the core's step.
 
 It prints milliseconds per step, the ratio to the module step, and whether each gives
 the module step's log-probabilities bit for bit. The difference between 1 and 3 is what
@@ -131,48 +131,23 @@ def the_steps(model, encoder_out, prefix, state):
     finally:
         torch._C._jit_set_texpr_fuser_enabled(fusing)
 
-    steps = DecoderSteps(model)
-    steps_state = steps.start(encoder_out)
-    for length in range(1, prefix.size(1)):  # the same first STEP - 1 steps
-        steps.log_probs(steps_state, prefix[:, :length], attention=False)
+    def decoder_steps(compiled: bool):
+        steps = DecoderSteps(model, compiled)
+        state = steps.start(encoder_out)
+        if compiled and state.compiled is None:
+            sys.exit("step_overhead.py: fconv_plugin/models/_decoder_step is not built; reinstall the package")
+        for length in range(1, prefix.size(1)):  # the same first STEP - 1 steps
+            steps.log_probs(state, prefix[:, :length], attention=False)
 
-    def decoder_steps():  # a fresh list of histories each time: a step replaces its entries
-        fresh = DecodingState(steps_state.layers, steps_state.source, list(steps_state.histories))
-        return steps.log_probs(fresh, prefix, attention=False)[0]
-
-    compiled = compiled_step(steps_state)
-
-    def compiled_decoder_step():  # decoder_steps() with the part after the embeddings compiled
-        last = prefix[:, -1]
-        x = decoder.embed_tokens(last) + decoder.embed_positions.at(
-            torch.full_like(last, decoder.padding_idx + prefix.size(1)))
-        source = steps_state.source
-        return compiled.log_probs(x, list(steps_state.histories), source.keys, source.values, source.length_scale,
-                                  source.copies)[0]
+        def step():  # a fresh list of histories each time: a step replaces its entries
+            fresh = DecodingState(state.layers, state.source, list(state.histories), state.compiled)
+            return steps.log_probs(fresh, prefix, attention=False)[0]
+        return step
 
     return {"module step": module_step, "explicit state": explicit_state,
             "plain function": lambda: plain(*arguments), "TorchScript": lambda: traced(*arguments),
-            "TorchScript unfused": lambda: unfused(*arguments), "decoder steps": decoder_steps,
-            "compiled step": compiled_decoder_step}
-
-
-def compiled_step(state: DecodingState):
-    """``benchmarks/compiled_step.cpp``'s step over the layers of a search's state."""
-    from torch.utils.cpp_extension import load
-
-    module = load("fconv_benchmark_compiled_step", [str(ROOT / "benchmarks" / "compiled_step.cpp")],
-                  extra_cflags=["-O3", "-ffp-contract=off"])
-    decoder_layers = state.layers
-
-    def operands(function):  # a row_function's bias and wᵀ (the closure of WeightNormLinear's and CausalConvolution's)
-        closure = dict(zip(function.__code__.co_freevars, (cell.cell_contents for cell in function.__closure__)))
-        return closure["bias"], closure.get("weight_t", closure.get("weight"))
-
-    if not isinstance(state.source.length_scale, float):
-        sys.exit("step_overhead.py: the compiled step is written for a source without padding")
-    blocks = [(operands(b.convolve), operands(b.project_in), operands(b.project_out), b.history)
-              for b in decoder_layers.blocks]
-    return module.Step(operands(decoder_layers.fc1), blocks, operands(decoder_layers.fc2), operands(decoder_layers.fc3))
+            "TorchScript unfused": lambda: unfused(*arguments), "decoder steps": decoder_steps(compiled=False),
+            "compiled step": decoder_steps(compiled=True)}
 
 
 def main():
