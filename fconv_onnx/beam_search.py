@@ -7,6 +7,12 @@ finished with the score normalised by length (score / len^lenpen, the length cou
 ``beam`` finished hypotheses, or at the maximum length, where only </s> may follow. At
 the first step only the first hypothesis of each sentence is expanded. <pad> is never
 chosen, <unk> pays ``unk_penalty``, and </s> is barred before ``min_len`` tokens.
+
+The step graph chooses the candidates itself (onnxruntime's TopK over every sentence's
+beam x vocabulary scores, ``select_candidates`` in ``fconv_plugin/export/graphs.py``):
+this search passes the step's rules as one row of penalties and the beams' scores, and
+only a step whose log-probabilities hold a NaN (fairseq makes it -inf first) chooses
+them here, from the full rows.
 """
 
 from dataclasses import dataclass
@@ -36,13 +42,16 @@ def generate(model, src_tokens: np.ndarray, beam: int, eos: int, pad: int, unk: 
              max_positions: float = float("inf")) -> List[List[Hypothesis]]:
     """Finished hypotheses of each sentence of ``src_tokens`` (sentences x src_len), best first.
 
-    ``model`` has ``start(src_tokens, copies)``, ``step(prev_tokens)`` → log-probabilities
+    ``model`` has ``vocabulary_size``, ``start(src_tokens, copies)``, ``step(prev_tokens,
+    token_penalty, beam_scores)`` → every sentence's 2 · beam best candidates (scores and
+    flat indices, best first) and each row's sum of log-probabilities, ``last_log_probs()``
     (rows x vocabulary) and ``reorder(order, sentences_left)``.
     """
     bsz, src_len = src_tokens.shape
     max_len = int(min(int(max_len_a * src_len + max_len_b), max_positions - 1))
     if min_len > max_len:
         raise ValueError(f"min_len {min_len} is larger than the maximum length {max_len}")
+    vocab = model.vocabulary_size
     model.start(src_tokens, beam)
 
     scores = np.zeros((bsz * beam, max_len + 1), np.float32)
@@ -57,6 +66,8 @@ def generate(model, src_tokens: np.ndarray, beam: int, eos: int, pad: int, unk: 
     cand_offsets = np.arange(cand_size)
     reorder_state = None
     batch_idxs = None
+    first_beam_scores = np.full(beam, -np.inf, np.float32)
+    first_beam_scores[0] = 0.0  # the first step extends each sentence's first hypothesis only
 
     for step in range(max_len + 1):
         if reorder_state is not None:
@@ -64,24 +75,16 @@ def generate(model, src_tokens: np.ndarray, beam: int, eos: int, pad: int, unk: 
                 correction = batch_idxs - np.arange(batch_idxs.size)
                 reorder_state = (reorder_state.reshape(-1, beam) + correction[:, None] * beam).reshape(-1)
             model.reorder(reorder_state, sentences_left=batch_idxs is not None)
-        lprobs = model.step(tokens[:, : step + 1]).astype(np.float32, copy=True)
-        lprobs[np.isnan(lprobs)] = -np.inf
-        lprobs[:, pad] = -np.inf
-        lprobs[:, unk] -= unk_penalty
-        if step >= max_len:
-            lprobs[:, :eos] = -np.inf
-            lprobs[:, eos + 1:] = -np.inf
-        if step < min_len:
-            lprobs[:, eos] = -np.inf
-
-        vocab = lprobs.shape[1]
-        expanded = lprobs.reshape(bsz, beam, vocab)
-        if step == 0:
-            expanded = expanded[:, :1, :]
-        else:
-            expanded = expanded + scores.reshape(bsz, beam, -1)[:, :, step - 1][:, :, None]
-        flat = expanded.reshape(bsz, -1)
-        cand_scores, cand_flat = _top_k(flat, min(cand_size, flat.shape[1] - 1))
+        token_penalty = _token_penalty(vocab, step, pad, unk, eos, unk_penalty, min_len, max_len)
+        beam_scores = (np.tile(first_beam_scores, (bsz, 1)) if step == 0
+                       else np.ascontiguousarray(scores.reshape(bsz, beam, -1)[:, :, step - 1]))
+        cand_scores, cand_flat, row_sums = model.step(tokens[:, : step + 1], token_penalty, beam_scores)
+        if np.isnan(row_sums).any() or np.isposinf(row_sums).any():  # fairseq's rules on the full rows
+            lprobs = model.last_log_probs().astype(np.float32, copy=True)
+            cand_scores, cand_flat = _candidates_from_log_probs(lprobs, step, beam_scores, token_penalty, pad,
+                                                                min(cand_size, beam * vocab - 1))
+        width = min(cand_size, (1 if step == 0 else beam) * vocab - 1)
+        cand_scores, cand_flat = cand_scores[:, :width], cand_flat[:, :width]
         cand_beams, cand_indices = cand_flat // vocab, cand_flat % vocab
         cand_bbsz_idx = cand_beams + bbsz_offsets
 
@@ -129,6 +132,35 @@ def generate(model, src_tokens: np.ndarray, beam: int, eos: int, pad: int, unk: 
         reorder_state = active_bbsz_idx
 
     return [sorted(hypotheses, key=lambda h: -h.score) for hypotheses in finalized]
+
+
+def _token_penalty(vocab: int, step: int, pad: int, unk: int, eos: int, unk_penalty: float, min_len: int,
+                   max_len: int) -> np.ndarray:
+    """The step's rules as one row added to every hypothesis' log-probabilities: <pad> never,
+    <unk> less ``unk_penalty``, only </s> at the maximum length, no </s> before ``min_len``."""
+    penalty = np.zeros(vocab, np.float32)
+    if step >= max_len:
+        penalty[:] = -np.inf
+        penalty[eos] = 0.0
+    penalty[unk] = np.float32(-unk_penalty) if step < max_len else -np.inf
+    penalty[pad] = -np.inf
+    if step < min_len:
+        penalty[eos] = -np.inf
+    return penalty
+
+
+def _candidates_from_log_probs(lprobs: np.ndarray, step: int, beam_scores: np.ndarray, token_penalty: np.ndarray,
+                               pad: int, k: int):
+    """The candidates as fairseq chooses them from full rows that hold a NaN: NaN becomes
+    -inf, the rules are set (<pad> and barred tokens to -inf, not added, as fairseq sets
+    them), then the beams' scores are added and the k best taken."""
+    lprobs[np.isnan(lprobs)] = -np.inf
+    barred = np.isneginf(token_penalty)
+    lprobs[:, barred] = -np.inf
+    lprobs[:, ~barred] += token_penalty[~barred]
+    sentences, beam = beam_scores.shape
+    expanded = lprobs.reshape(sentences, beam, -1) + beam_scores[:, :, None]
+    return _top_k(expanded.reshape(sentences, -1), k)
 
 
 def _finalize(step, bbsz_idx, eos_scores, tokens, scores, finalized, finished, beam, max_len, eos, len_penalty):

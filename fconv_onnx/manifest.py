@@ -9,9 +9,11 @@ The directory::
     manifest.json    this manifest (FORMAT names its version)
     encoder.onnx     src_tokens (batch x src_len, left-padded, ending in </s>) -> keys, values
     decoder.onnx     one decoder step: prev_tokens, keys, values, padding_mask, [src_tokens,]
-                     state_0.. -> log_probs, new_state_0.. (src_tokens: copying models only);
-                     prev_tokens and states hold sentences x beam hypotheses, the source
-                     inputs one row per sentence (format 2; format 1 had one per hypothesis)
+                     token_penalty, beam_scores, state_0.. -> log_probs, cand_scores,
+                     cand_index, log_prob_sums, new_state_0.. (src_tokens: copying models
+                     only); prev_tokens, beam_scores and states hold sentences x beam
+                     hypotheses, the source inputs one row per sentence (format 2 had no
+                     candidates, format 1 one source row per hypothesis)
     source.vocab     the source dictionary, one symbol per line in index order
     target.vocab     the target dictionary, likewise
     bpe.codes        subword-nmt's codes, when the model reads BPE
@@ -22,7 +24,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-FORMAT = "fconv-onnx/2"
+FORMAT = "fconv-onnx/3"
 MANIFEST_FILE = "manifest.json"
 ENCODER_FILE = "encoder.onnx"
 DECODER_FILE = "decoder.onnx"
@@ -34,12 +36,18 @@ ENCODER_INPUTS = ["src_tokens"]
 ENCODER_OUTPUTS = ["keys", "values"]
 DECODER_INPUTS = ["prev_tokens", "keys", "values", "padding_mask"]  # then one per decoder state
 COPY_INPUT = "src_tokens"  # a copying model's step reads its rows' source tokens, after padding_mask
-DECODER_OUTPUTS = ["log_probs"]  # then the new states
+# beam search's rules for the step as one row added to every hypothesis' log-probabilities, and each
+# hypothesis' cumulative score: the step graph chooses every sentence's 2 x beam best candidates
+SEARCH_INPUTS = ["token_penalty", "beam_scores"]
+# log-probabilities (rows x vocabulary); the candidates (sentences x 2·beam, best first: their
+# cumulative scores and flat indices beam · vocabulary + token); each row's sum of log-probabilities
+# (NaN or +inf where a row has NaN or +inf, which the candidates do not rule on); then the new states
+DECODER_OUTPUTS = ["log_probs", "cand_scores", "cand_index", "log_prob_sums"]
 
 
 def decoder_inputs(copying: bool) -> List[str]:
     """The decoder step's inputs before its states."""
-    return [*DECODER_INPUTS, COPY_INPUT] if copying else list(DECODER_INPUTS)
+    return [*DECODER_INPUTS, *([COPY_INPUT] if copying else []), *SEARCH_INPUTS]
 
 
 def state_names(count: int) -> Tuple[List[str], List[str]]:

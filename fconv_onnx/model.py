@@ -12,7 +12,7 @@ from typing import List, Optional
 import numpy as np
 import onnxruntime
 
-from .manifest import ENCODER_INPUTS, Manifest, decoder_inputs
+from .manifest import DECODER_OUTPUTS, ENCODER_INPUTS, Manifest, decoder_inputs
 from .text import TextPipeline, Vocabulary
 
 
@@ -43,11 +43,14 @@ class ExportedModel:
         self.decoder = onnxruntime.InferenceSession(os.path.join(directory, manifest.decoder), options, providers=providers)
         self.inputs = decoder_inputs(manifest.copying)
         self.state_names = [i.name for i in self.decoder.get_inputs()][len(self.inputs):]
+        # the candidates, the rows' sums and the new states; the full log-probabilities stay in onnxruntime
+        self.step_outputs = [*DECODER_OUTPUTS[1:], *(o.name for o in self.decoder.get_outputs()[len(DECODER_OUTPUTS):])]
         self.state_shapes = list(manifest.dimensions.decoder_states)
+        self.vocabulary_size = manifest.dimensions.target_vocabulary
         self.max_source_positions = manifest.max_source_positions or float("inf")
         self.max_target_positions = manifest.max_target_positions or float("inf")
 
-    # the three calls beam search makes
+    # the calls beam search makes
 
     def start(self, src_tokens: np.ndarray, copies: int) -> None:
         """Encode a batch (sentences x src_len, left-padded) for ``copies`` hypotheses a sentence."""
@@ -62,14 +65,23 @@ class ExportedModel:
         self.states: List[np.ndarray] = [np.zeros((sentences, copies, k, channels), np.float32)
                                          for k, channels in self.state_shapes]
 
-    def step(self, prev_tokens: np.ndarray) -> np.ndarray:
-        """Log-probabilities of the next token for every row (rows x vocabulary); the rows
-        are the sentences' hypotheses, sentence by sentence."""
+    def step(self, prev_tokens: np.ndarray, token_penalty: np.ndarray, beam_scores: np.ndarray):
+        """One step for every row (the sentences' hypotheses, sentence by sentence): every
+        sentence's best candidates as the graph chooses them (``token_penalty`` and
+        ``beam_scores`` as ``select_candidates`` in ``fconv_plugin/export/graphs.py``
+        documents them) and each row's sum of log-probabilities: (cand_scores, cand_index,
+        log_prob_sums)."""
         by_sentence = prev_tokens.astype(np.int64).reshape(-1, self.copies, prev_tokens.shape[1])
-        feeds = dict(zip(self.inputs, (by_sentence, *self.source)))
+        feeds = dict(zip(self.inputs, (by_sentence, *self.source, token_penalty, beam_scores)))
         feeds.update(zip(self.state_names, self.states))
-        log_probs, *self.states = self.decoder.run(None, feeds)
-        return log_probs
+        cand_scores, cand_index, sums, *self.states = self.decoder.run(self.step_outputs, feeds)
+        self.last_feeds = feeds
+        return cand_scores, cand_index, sums
+
+    def last_log_probs(self) -> np.ndarray:
+        """The last step's log-probabilities again (rows x vocabulary), for a step whose
+        rows the candidates do not rule on (a NaN)."""
+        return self.decoder.run([DECODER_OUTPUTS[0]], self.last_feeds)[0]
 
     def reorder(self, order: np.ndarray, sentences_left: bool) -> None:
         """Row i takes the state of row ``order[i]``; a hypothesis stays with its sentence, whose

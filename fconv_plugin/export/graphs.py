@@ -59,12 +59,13 @@ class DecoderStepGraph(nn.Module):
 
     Inputs: the tokens so far (sentences x copies x t, starting with EOS; copies: the
     beam), each sentence's keys and values, its padding mask (sentences x src_len, True
-    at padding), for a copying model its source tokens (sentences x src_len), and each
-    convolution's state (sentences x copies x (k - 1) x in_channels). Outputs:
-    log-probabilities of the next token (sentences · copies x vocabulary), then every
-    convolution's new state. A sentence's hypotheses attend through one product against
-    its one copy of the keys and values (``AttentionSource`` with ``copies``), as the
-    torch model does in beam search.
+    at padding), for a copying model its source tokens (sentences x src_len), the search's
+    inputs (``select_candidates``), and each convolution's state (sentences x copies x
+    (k - 1) x in_channels). Outputs: log-probabilities of the next token (sentences ·
+    copies x vocabulary), the candidates, then every convolution's new state. A
+    sentence's hypotheses attend through one product against its one copy of the keys
+    and values (``AttentionSource`` with ``copies``), as the torch model does in beam
+    search.
     """
 
     def __init__(self, model: nn.Module):
@@ -85,7 +86,8 @@ class DecoderStepGraph(nn.Module):
 
     def forward(self, prev_tokens: Tensor, keys: Tensor, values: Tensor, padding_mask: Tensor, *rest: Tensor):
         sentences, copies = prev_tokens.shape[:2]
-        source_tokens, states = (rest[0], rest[1:]) if self.copying else (None, rest)
+        source_tokens, rest = (rest[0], rest[1:]) if self.copying else (None, rest)
+        token_penalty, beam_scores, states = rest[0], rest[1], rest[2:]
         incremental_state = {}
         for conv, state in zip(self.stateful, states):
             conv.set_input_history(incremental_state, state.flatten(0, 1))
@@ -96,4 +98,23 @@ class DecoderStepGraph(nn.Module):
         logits, _ = self.decoder(prev_tokens.flatten(0, 1), incremental_state=incremental_state)
         log_probs = self.decoder.get_normalized_probs((logits, None), log_probs=True)[:, -1, :]
         new_states = [conv.input_history(incremental_state).unflatten(0, (sentences, copies)) for conv in self.stateful]
-        return (log_probs, *new_states)
+        return (log_probs, *select_candidates(log_probs, token_penalty, beam_scores), *new_states)
+
+
+def select_candidates(log_probs: Tensor, token_penalty: Tensor, beam_scores: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """Beam search's choice of candidates (§4.3), inside the step graph: every sentence's
+    2 x beam best extensions, as fairseq's ``BeamSearch.step`` takes them.
+
+    ``token_penalty`` (vocabulary) carries the step's rules as one row added to every
+    hypothesis' log-probabilities: -inf for <pad> (and for </s> before the minimum
+    length, or for all but </s> at the maximum), minus the unk penalty for <unk>, else 0;
+    ``beam_scores`` (sentences x beam) are the hypotheses' cumulative scores (at the first
+    step 0 for the first hypothesis and -inf for the rest, whose tokens are the same).
+    Returns the candidates' scores and flat indices (beam · vocabulary + token), best
+    first and the lower index first among equals (ONNX TopK's order, fairseq's on the
+    CPU), and each row's sum of log-probabilities, NaN or +inf where fairseq's rule for a
+    NaN has to be applied to the whole rows first (``fconv_onnx.beam_search``)."""
+    sentences, copies = beam_scores.shape
+    expanded = (log_probs + token_penalty).view(sentences, copies, -1) + beam_scores.unsqueeze(-1)
+    cand_scores, cand_index = expanded.view(sentences, -1).topk(2 * copies, dim=1)
+    return cand_scores, cand_index, log_probs.sum(dim=1)

@@ -130,16 +130,19 @@ def export_graphs(model, task, directory: str, int8: bool = False) -> list:
         keys, values = encoder(src_tokens)
         padding_mask = src_tokens.eq(task.source_dictionary.pad())
         copied = (src_tokens,) if step.copying else ()
+        search = (torch.zeros(len(task.target_dictionary)), torch.zeros(*prev_tokens.shape[:2]))
         states = [torch.zeros(*prev_tokens.shape[:2], k, channels) for k, channels in step.state_shapes()]
         state_inputs, state_outputs = spec.state_names(len(states))
         torch.onnx.export(
-            step, (prev_tokens, keys, values, padding_mask, *copied, *states), os.path.join(directory, spec.DECODER_FILE),
+            step, (prev_tokens, keys, values, padding_mask, *copied, *search, *states),
+            os.path.join(directory, spec.DECODER_FILE),
             dynamo=True, opset_version=OPSET,
             input_names=[*spec.decoder_inputs(step.copying), *state_inputs],
             output_names=[*spec.DECODER_OUTPUTS, *state_outputs],
             dynamic_shapes=({0: batch, 1: copies, 2: steps}, {0: batch, 2: src_len}, {0: batch, 1: src_len},
                             {0: batch, 1: src_len},
-                            (*({0: batch, 1: src_len} for _ in copied), *({0: batch, 1: copies} for _ in states))),
+                            (*({0: batch, 1: src_len} for _ in copied), None, {0: batch, 1: copies},
+                             *({0: batch, 1: copies} for _ in states))),
             external_data=False, verbose=False, custom_translation_table=translations,
         )
     for name in (spec.ENCODER_FILE, spec.DECODER_FILE):

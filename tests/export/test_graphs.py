@@ -34,17 +34,26 @@ def _hypotheses(src, lengths, copies, tgt_length, seed):
     return sources, source_lengths, prev
 
 
-def _step_log_probs(decoder, keys, values, src, prev, copies, shapes, copying=False):
-    """The step graph run token by token over ``prev`` (sentences · copies x t): log-probabilities per step."""
+def _step_log_probs(decoder, keys, values, src, prev, copies, shapes, copying=False, search=None):
+    """The step graph run token by token over ``prev`` (sentences · copies x t): log-probabilities per step
+    (with ``search``, a function of the step giving the search's inputs: and the candidates and sums)."""
     sentences = src.size(0)
     states = [np.zeros((sentences, copies, k, channels), np.float32) for k, channels in shapes]
     by_sentence = prev.view(sentences, copies, -1).numpy()
     copied = {"src_tokens": src.numpy()} if copying else {}
     for t in range(prev.size(1)):
-        log_probs, *states = decoder.run(None, {
+        token_penalty, beam_scores = (search or _no_rules(decoder))(t, sentences, copies)
+        log_probs, cand_scores, cand_index, sums, *states = decoder.run(None, {
             "prev_tokens": by_sentence[:, :, : t + 1], "keys": keys, "values": values,
-            "padding_mask": src.eq(SRC.pad()).numpy(), **copied, **{f"state_{i}": s for i, s in enumerate(states)}})
-        yield t, log_probs
+            "padding_mask": src.eq(SRC.pad()).numpy(), **copied, "token_penalty": token_penalty,
+            "beam_scores": beam_scores, **{f"state_{i}": s for i, s in enumerate(states)}})
+        yield (t, log_probs, (cand_scores, cand_index, sums)) if search else (t, log_probs)
+
+
+def _no_rules(decoder):
+    """The search's inputs that leave the log-probabilities as they are."""
+    vocabulary = next(i.shape[0] for i in decoder.get_inputs() if i.name == "token_penalty")
+    return lambda t, sentences, copies: (np.zeros(vocabulary, np.float32), np.zeros((sentences, copies), np.float32))
 
 
 @pytest.mark.parametrize("src_lengths, tgt_length, copies", [([7, 3, 9], 6, 4), ([12], 9, 1), ([2, 5, 5, 4, 1, 8], 4, 2)])
@@ -106,6 +115,43 @@ def test_int8_graphs_give_the_torch_int8_models_log_probabilities(tmp_path, copi
     keys, values = encoder.run(None, {"src_tokens": src.numpy()})
     for t, log_probs in _step_log_probs(decoder, keys, values, src, prev, copies, shapes):
         assert np.abs(log_probs - expected[:, t]).max() < 1e-5, t
+
+
+def test_the_step_graph_chooses_each_sentences_best_candidates(exported):
+    """The candidates are the 2 x beam best of (log-probabilities + the rules' row) + the
+    hypothesis' score over a sentence's beam x vocabulary, best first and the lower flat
+    index first among equals (what fairseq's top-k gives on the CPU), checked against the
+    graph's own log-probabilities: with barred tokens, a penalised one, and at the first
+    step only the first hypothesis' row (the others' scores -inf) and fewer tokens allowed
+    than candidates asked for (so that equal -inf scores are chosen too, as in a tiny
+    vocabulary)."""
+    _, sessions, shapes = exported
+    src, lengths, _, _ = translation_batch(SRC, TGT, [6, 2, 8], [1, 1, 1], seed=7)
+    copies = 3
+    _, _, prev = _hypotheses(src, lengths, copies, 5, seed=8)
+    keys, values = sessions["encoder"].run(None, {"src_tokens": src.numpy()})
+    def search(t, sentences, copies):
+        penalty = np.zeros(len(TGT), np.float32)
+        penalty[TGT.pad()], penalty[TGT.unk()], penalty[TGT.eos()] = -np.inf, -1.25, -np.inf if t < 2 else 0.0
+        if t == 0:  # fewer tokens allowed than candidates asked for: the rest are -inf, lowest index first
+            penalty[:] = -np.inf
+            penalty[TGT.nspecial: TGT.nspecial + 3] = 0.0
+            beam_scores = np.full((sentences, copies), -np.inf, np.float32)
+            beam_scores[:, 0] = 0.0
+        else:
+            beam_scores = -np.random.default_rng(t).random((sentences, copies), dtype=np.float32) * t
+        return penalty, beam_scores
+
+    for t, log_probs, (cand_scores, cand_index, sums) in _step_log_probs(
+            sessions["decoder"], keys, values, src, prev, copies, shapes, search=search):
+        penalty, beam_scores = search(t, src.size(0), copies)
+        flat = ((log_probs + penalty).reshape(src.size(0), copies, -1) + beam_scores[:, :, None]).reshape(src.size(0), -1)
+        order = np.lexsort((np.broadcast_to(np.arange(flat.shape[1]), flat.shape), -flat), axis=1)[:, : 2 * copies]
+        assert cand_index.tolist() == order.tolist(), t
+        assert np.array_equal(cand_scores, np.take_along_axis(flat, order, axis=1)), t
+        assert np.allclose(sums, log_probs.sum(axis=1), rtol=1e-5), t
+        if t == 0:  # all from the first hypothesis: three allowed tokens, then -inf ones
+            assert np.isfinite(cand_scores[:, :3]).all() and cand_index[:, 3:].tolist() == [[0, 1, 2]] * src.size(0)
 
 
 def test_the_step_graph_needs_the_folded_copy():
