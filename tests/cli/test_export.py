@@ -197,3 +197,19 @@ def test_onnxruntimes_profile_is_written_only_when_asked_for(exported, tmp_path)
     nodes = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
     assert 1 <= len(steps) <= 6 and {"MatMul", "Softmax"} <= {e["args"]["op_name"] for e in nodes}
     assert plain.decoder.end_profiling() == ""
+
+
+
+def test_sessions_stop_their_threads_spinning_when_a_run_returns(exported):
+    """Each session's pool stops spinning when its run returns (``session.force_spinning_stop``):
+    otherwise the decoder's threads spin on while the encoder runs, which took the encoder 2x
+    as long on two cores (docs/onnx.md); the two sessions are the runtime's own, with no pool
+    shared through the process that other onnxruntime code would have to follow."""
+    from fconv_onnx.model import ExportedModel
+
+    _, _, root, _ = exported
+    model = ExportedModel(str(root / "float"), threads=2)
+    for session in (model.encoder, model.decoder):
+        options = session.get_session_options()
+        assert options.get_session_config_entry("session.force_spinning_stop") == "1"
+        assert options.use_per_session_threads and options.intra_op_num_threads == 2
