@@ -75,11 +75,13 @@ def generate(model, src_tokens: np.ndarray, beam: int, eos: int, pad: int, unk: 
                 correction = batch_idxs - np.arange(batch_idxs.size)
                 reorder_state = (reorder_state.reshape(-1, beam) + correction[:, None] * beam).reshape(-1)
             model.reorder(reorder_state, sentences_left=batch_idxs is not None)
-        token_penalty = _token_penalty(vocab, step, pad, unk, eos, unk_penalty, min_len, max_len)
+        if step == 0 or step == min_len or step == max_len:  # the rules change only there
+            token_penalty = _token_penalty(vocab, step, pad, unk, eos, unk_penalty, min_len, max_len)
         beam_scores = (np.tile(first_beam_scores, (bsz, 1)) if step == 0
                        else np.ascontiguousarray(scores.reshape(bsz, beam, -1)[:, :, step - 1]))
         cand_scores, cand_flat, row_sums = model.step(tokens[:, : step + 1], token_penalty, beam_scores)
-        if np.isnan(row_sums).any() or np.isposinf(row_sums).any():  # fairseq's rules on the full rows
+        total = float(row_sums.sum())  # NaN or +inf where a row has NaN or +inf (-inf alone is no NaN)
+        if total != total or total == np.inf:  # fairseq's rules on the full rows
             lprobs = model.last_log_probs().astype(np.float32, copy=True)
             cand_scores, cand_flat = _candidates_from_log_probs(lprobs, step, beam_scores, token_penalty, pad,
                                                                 min(cand_size, beam * vocab - 1))
@@ -122,13 +124,14 @@ def generate(model, src_tokens: np.ndarray, beam: int, eos: int, pad: int, unk: 
         eos_mask[:, :beam] = ~(~cands_to_ignore & ~eos_mask[:, :beam])
         active_mask = eos_mask.astype(np.int64) * cand_size + cand_offsets[: eos_mask.shape[1]]
         active_hypos = np.argsort(active_mask, axis=1, kind="stable")[:, :beam]
-        cands_to_ignore = np.take_along_axis(active_mask, active_hypos, axis=1) >= cand_size
-        active_bbsz_idx = np.take_along_axis(cand_bbsz_idx, active_hypos, axis=1).reshape(-1)
+        chosen = (np.arange(bsz)[:, None], active_hypos)  # each sentence's row, its chosen candidates
+        cands_to_ignore = active_mask[chosen] >= cand_size
+        active_bbsz_idx = cand_bbsz_idx[chosen].reshape(-1)
         tokens[:, : step + 1] = tokens[active_bbsz_idx, : step + 1]
-        tokens.reshape(bsz, beam, -1)[:, :, step + 1] = np.take_along_axis(cand_indices, active_hypos, axis=1)
+        tokens.reshape(bsz, beam, -1)[:, :, step + 1] = cand_indices[chosen]
         if step > 0:
             scores[:, :step] = scores[active_bbsz_idx, :step]
-        scores.reshape(bsz, beam, -1)[:, :, step] = np.take_along_axis(cand_scores, active_hypos, axis=1)
+        scores.reshape(bsz, beam, -1)[:, :, step] = cand_scores[chosen]
         reorder_state = active_bbsz_idx
 
     return [sorted(hypotheses, key=lambda h: -h.score) for hypotheses in finalized]
