@@ -1,10 +1,12 @@
 """Where onnxruntime's decoder step spends its time, float32 against --int8, by node type.
 
 Exports the run's model with fconv-export (float32 and ``--int8``, into a temporary
-directory), translates the first ``--verses`` test verses at beam 5 in calls of 16 with
-fconv_onnx's beam search (2 threads), with onnxruntime's own profiler on, and prints for
-each export the decoder's node time by operator type: milliseconds, share, and runs per
-decoding step. It shows where the int8 export loses to torch's int8 model (docs/onnx.md).
+directory). First, with no profiler on, translates ``--split-verses`` test verses (500)
+and splits the wall time into the encoder's runs, the decoder step's runs, the state's
+reordering and the numpy search. Then translates the first ``--verses`` test verses
+with onnxruntime's own profiler on, and prints the decoder's node time by operator
+type: milliseconds, share, and runs per decoding step. Both at beam 5 in calls of 16
+(sorted by length) with fconv_onnx's beam search, 2 threads. It shows where the int8 export loses to torch's int8 model (docs/onnx.md).
 
     .venv/bin/python benchmarks/onnx_profile.py examples/bible_es_en/runs/latest [--verses 96]
 """
@@ -52,20 +54,67 @@ def node_times(directory: Path, sources, prefix: str):
     return milliseconds, runs, steps, by_node, shapes
 
 
+def wall_split(directory: Path, sources) -> dict:
+    """Wall seconds of translating ``sources`` (after a warm-up call), split into the encoder
+    runs, the decoder step runs, the state's reordering and the rest (the numpy search),
+    with no profiler on; and the decoder's steps."""
+    import time
+
+    model = ExportedModel(str(directory), threads=THREADS)
+    seconds = collections.Counter()
+    steps = [0]
+    for method, part in (("start", "encoder"), ("step", "decoder step"), ("reorder", "reorder")):
+        def timed(*args, _call=getattr(model, method), _part=part, **kwargs):
+            start = time.perf_counter()
+            result = _call(*args, **kwargs)
+            seconds[_part] += time.perf_counter() - start
+            steps[0] += _part == "decoder step"
+            return result
+        setattr(model, method, timed)
+    ids = [model.source_vocabulary.encode(s) for s in sources]
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # calls of similar lengths, as fairseq batches
+    d = model.target_vocabulary
+
+    def translate():
+        for start in range(0, len(order), CALL):
+            generate(model, pad_left([ids[i] for i in order[start: start + CALL]], model.manifest.symbols.source_pad),
+                     BEAM, eos=d.eos, pad=d.pad, unk=d.unk, max_len_a=0.0, max_len_b=200,
+                     max_positions=model.max_target_positions)
+
+    translate()
+    seconds.clear()
+    steps[0] = 0
+    start = time.perf_counter()
+    translate()
+    total = time.perf_counter() - start
+    seconds["search (numpy)"] = total - sum(seconds.values())
+    return {"total": total, "parts": dict(seconds), "steps": steps[0]}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, help="a quickstart run directory (examples/bible_es_en/runs/latest)")
     parser.add_argument("--verses", type=int, default=96)
     parser.add_argument("--top", type=int, default=12, help="operator types listed per export")
     parser.add_argument("--nodes", default="Cast", help="an operator type whose costliest nodes are listed, with shapes")
+    parser.add_argument("--split-verses", type=int, default=500,
+                        help="verses translated with no profiler on for the wall-time split (0: none)")
     args = parser.parse_args()
     encode, _ = text_tools(args.run)
+    every_line = (args.run / "test.raw.es").read_text(encoding="utf-8").splitlines()
     lines = (args.run / "test.raw.es").read_text(encoding="utf-8").splitlines()[: args.verses]
     sources = [encode(line) for line in lines]
     with tempfile.TemporaryDirectory() as work:
         for name, int8 in (("float32", False), ("int8", True)):
             directory = Path(work) / name
             fconv_export(args.run, directory, int8)
+            if args.split_verses:
+                split = wall_split(directory, [encode(line) for line in every_line[: args.split_verses]])
+                print(f"\n{name}: {args.split_verses} verses in {split['total']:.2f} s "
+                      f"({args.split_verses / split['total']:.1f} sentences/s), {split['steps']} decoder steps, no profiler:")
+                for part, seconds in split["parts"].items():
+                    print(f"  {part:22s} {seconds:6.2f} s  {100 * seconds / split['total']:5.1f}%  "
+                          f"{1000 * seconds / max(split['steps'], 1):6.3f} ms a step")
             milliseconds, runs, steps, by_node, shapes = node_times(directory, sources, str(Path(work) / f"profile-{name}"))
             total = sum(milliseconds.values())
             print(f"\n{name}: decoder nodes {total:.0f} ms over {steps} steps ({len(sources)} verses, beam {BEAM} x {CALL})")
