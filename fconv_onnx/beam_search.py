@@ -83,7 +83,7 @@ def generate(model, src_tokens: np.ndarray, beam: int, eos: int, pad: int, unk: 
         total = float(row_sums.sum())  # NaN or +inf where a row has NaN or +inf (-inf alone is no NaN)
         if total != total or total == np.inf:  # fairseq's rules on the full rows
             lprobs = model.last_log_probs().astype(np.float32, copy=True)
-            cand_scores, cand_flat = _candidates_from_log_probs(lprobs, step, beam_scores, token_penalty, pad,
+            cand_scores, cand_flat = _candidates_from_log_probs(lprobs, token_penalty, beam_scores,
                                                                 min(cand_size, beam * vocab - 1))
         width = min(cand_size, (1 if step == 0 else beam) * vocab - 1)
         cand_scores, cand_flat = cand_scores[:, :width], cand_flat[:, :width]
@@ -152,8 +152,7 @@ def _token_penalty(vocab: int, step: int, pad: int, unk: int, eos: int, unk_pena
     return penalty
 
 
-def _candidates_from_log_probs(lprobs: np.ndarray, step: int, beam_scores: np.ndarray, token_penalty: np.ndarray,
-                               pad: int, k: int):
+def _candidates_from_log_probs(lprobs: np.ndarray, token_penalty: np.ndarray, beam_scores: np.ndarray, k: int):
     """The candidates as fairseq chooses them from full rows that hold a NaN: NaN becomes
     -inf, the rules are set (<pad> and barred tokens to -inf, not added, as fairseq sets
     them), then the beams' scores are added and the k best taken."""
