@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..modules.causal_convolution import CausalConvolution, CausalWindow
+from ..modules.int8 import kernel_as_rows
 from ..modules.layer_swap import replace_layers_
 from ..modules.weight_norm import WeightNormalized, WeightNormConvTBC, WeightNormLinear
 
@@ -40,7 +41,7 @@ class PlainConvTBC(nn.Module):
         with torch.no_grad():
             kernel = layer.normalized_weight().detach()  # (k, in, out)
             # row j · in + c of a window multiplies kernel tap j, channel c
-            self.flat_weight = nn.Parameter(kernel.reshape(-1, self.out_channels).t().contiguous())
+            self.flat_weight = nn.Parameter(kernel_as_rows(kernel).contiguous())
             self.bias = nn.Parameter(layer.bias.detach().clone())
 
     def convolve(self, x: Tensor, padding: int = 0) -> Tensor:
