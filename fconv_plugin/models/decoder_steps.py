@@ -217,6 +217,8 @@ def _compiled_step(decoder: FConvDecoder, layers: _Layers, keys: Tensor):
     else:
         return None
     ends = [_compiled_rows(f) for f in (layers.fc1, layers.fc2, layers.fc3)]
+    if None in ends:
+        return None
     blocks = []
     for block in layers.blocks:
         functions = (block.convolve, block.project_residual, block.project_in, block.project_out)
@@ -224,6 +226,4 @@ def _compiled_step(decoder: FConvDecoder, layers: _Layers, keys: Tensor):
         if any(c is None and f is not None for c, f in zip(compiled, functions)):
             return None
         blocks.append(compiled_step.Block(compiled[0], block.history, block.residual, *compiled[1:]))
-    if None in ends:
-        return None
     return compiled_step.Step(ends[0], blocks, ends[1], ends[2], int8_api)
