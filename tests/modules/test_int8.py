@@ -340,7 +340,7 @@ def _vnni_loops():
     return fused_rows
 
 
-@pytest.mark.parametrize("width,out", [(256, 256), (768, 512), (256, 4576), (17, 40), (3, 5), (6, 33), (64, 24)])
+@pytest.mark.parametrize("width,out", [(256, 256), (768, 512), (256, 4576), (17, 40), (3, 5), (6, 33), (31, 7), (64, 24)])
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("tiles", [True, False], ids=["AMX where it runs", "VNNI loops"])
 def test_the_packed_product_gives_the_bits_of_torchs_int8_product(width, out, threads, tiles):
