@@ -140,9 +140,10 @@ class BeamSearch:
         cands_to_ignore = torch.zeros(bsz, beam, dtype=torch.bool, device=src_tokens.device)
         decoding_state = self.steps.start(encoder_out)
         reorder: Optional[Tensor] = None
+        kept_sentences: Optional[Tensor] = None  # the sentences left after the last step, where some finished
         for step in range(max_len + 1):  # one more step for </s>
-            if reorder is not None:
-                decoding_state = self.steps.reorder(decoding_state, reorder)
+            if reorder is not None:  # hypotheses only ever move within their sentence
+                decoding_state = self.steps.reorder_within_sentences(decoding_state, reorder, kept_sentences)
             lprobs, step_attention = self._next_token_log_probs(beams.tokens[:, : step + 1], decoding_state, attention)
             if attention and step_attention is not None:
                 beams.record_attention(step, step_attention)
@@ -176,15 +177,17 @@ class BeamSearch:
 
             # the beam continues with the best candidates that do not end in </s>
             reorder = rows.view(-1)  # rows of the decoder's state: this step's batch
+            kept_sentences = None
             if finished_now is not None and bool(finished_now.any()):  # finished sentences leave the batch
-                removed = (~finished_now).nonzero().squeeze(1)
-                rows, tokens, scores, fillers = (t[removed] for t in (rows, tokens, scores, fillers))
+                kept_sentences = (~finished_now).nonzero().squeeze(1)
+                rows, tokens, scores, fillers = (t[kept_sentences] for t in (rows, tokens, scores, fillers))
                 reorder = rows.view(-1)
-                rows = rows - ((removed - torch.arange(removed.numel(), device=removed.device)) * beam).unsqueeze(1)
-                beams.keep_sentences(removed)
-                sentences = sentences[removed]
+                rows = rows - ((kept_sentences - torch.arange(kept_sentences.numel(), device=rows.device))
+                               * beam).unsqueeze(1)
+                beams.keep_sentences(kept_sentences)
+                sentences = sentences[kept_sentences]
                 if prefix_tokens is not None:
-                    prefix_tokens = prefix_tokens[removed]
+                    prefix_tokens = prefix_tokens[kept_sentences]
             cands_to_ignore = fillers
             beams.advance(step, rows.view(-1), tokens, scores)
         return hypotheses.best_first()
@@ -299,6 +302,10 @@ class FairseqIncrementalSteps:
             reordered = module.reorder_incremental_state(incremental_state, order)
             incremental_state = incremental_state if reordered is None else reordered
         return [self.model.encoder.reorder_encoder_out(encoder_out, order), incremental_state]
+
+    def reorder_within_sentences(self, state: list, order: Tensor, kept_sentences: Optional[Tensor]) -> list:
+        """``reorder``: fairseq's protocol has no shorter way for beam search's orders."""
+        return self.reorder(state, order)
 
 
 class _Beams:

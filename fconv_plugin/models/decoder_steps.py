@@ -187,6 +187,24 @@ class DecoderSteps:
             state.source = state.source.index_select(order)
         return state
 
+    @staticmethod
+    def reorder_within_sentences(state: DecodingState, order: Tensor, kept_sentences: Optional[Tensor]) -> DecodingState:
+        """``reorder`` for an ``order`` that moves each row only among its own sentence's
+        rows, as beam search's does, with ``kept_sentences`` the sentences still decoding
+        (indices among the previous ones; None: all of them). A source held once per
+        sentence then follows the sentences kept without reading ``order``: unchanged at most
+        steps, where ``reorder`` checks the order's sentences, a few small operations."""
+        source = state.source
+        rows = order.numel()
+        if source is None or source.copies == 1 or (
+                kept_sentences is None and source.keys.size(0) * source.copies != rows) or (
+                kept_sentences is not None and kept_sentences.numel() * source.copies != rows):
+            return DecoderSteps.reorder(state, order)  # one source row per decoder row, or not the search's rows
+        state.histories = [None if h is None else h.index_select(0, order) for h in state.histories]
+        if kept_sentences is not None:
+            state.source = source.for_sentences(kept_sentences)
+        return state
+
 
 def _compiled_rows(function: RowFunction):
     """``function`` as decoder_step.cpp's ``Rows``; None where it is neither a float32

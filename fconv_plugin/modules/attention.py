@@ -124,6 +124,11 @@ class AttentionSource:
         # rows moved between sentences: one row per decoder row again
         return self._rows(order.div(self.copies, rounding_mode="floor"), 1)
 
+    def for_sentences(self, kept: Tensor) -> "AttentionSource":
+        """The source of the sentences ``kept`` (indices of this source's rows), each held for
+        as many decoder rows as before."""
+        return self._rows(kept, self.copies)
+
     def _rows(self, order: Tensor, copies: int) -> "AttentionSource":
         return AttentionSource(
             keys=self.keys.index_select(0, order),

@@ -40,14 +40,24 @@ def _orders(rows: int):
     return [within, within.flip(0).view(-1, BEAM).flip(1).reshape(-1), across, torch.arange(BEAM, rows)]
 
 
-def _decode(model, steps, src_dict, tgt_dict, attention=True):
-    """Every step's (log-probabilities, averaged attention) for random prefixes of beam x sentences rows."""
+def _search_orders(rows: int):
+    """Beam search's own reorderings (each row stays in its sentence, the sentences in their
+    order) with the sentences kept: within each beam, twice, then the first sentence leaving."""
+    generator = torch.Generator().manual_seed(6)
+    within = [(torch.stack([torch.randperm(BEAM, generator=generator) for _ in range(rows // BEAM)])
+               + torch.arange(0, rows, BEAM).unsqueeze(1)).view(-1) for _ in range(2)]
+    return [(within[0], None), (within[1], None), (torch.arange(BEAM, rows), torch.arange(1, len(SOURCE_LENGTHS)))]
+
+
+def _decode(model, steps, src_dict, tgt_dict, attention=True, within_sentences=False):
+    """Every step's (log-probabilities, averaged attention) for random prefixes of beam x sentences rows,
+    reordered by ``reorder`` or, ``within_sentences``, by ``reorder_within_sentences`` as beam search does."""
     src, lengths, _, _ = translation_batch(src_dict, tgt_dict, SOURCE_LENGTHS, [1] * len(SOURCE_LENGTHS), seed=3)
     rows = len(SOURCE_LENGTHS) * BEAM
     generator = torch.Generator().manual_seed(9)
     tokens = torch.randint(tgt_dict.nspecial, len(tgt_dict), (rows, STEPS), generator=generator)
     tokens[:, 0] = tgt_dict.eos()
-    orders = iter(_orders(rows))
+    orders = iter(_search_orders(rows) if within_sentences else _orders(rows))
     if hasattr(model, "set_beam_size"):
         model.set_beam_size(BEAM)
     results = []
@@ -58,7 +68,11 @@ def _decode(model, steps, src_dict, tgt_dict, attention=True):
         for step in range(STEPS):
             if step >= 2:  # the first two steps without reordering, then one of each kind
                 order = next(orders, None)
-                if order is not None:
+                if order is not None and within_sentences:
+                    order, kept = order
+                    state = steps.reorder_within_sentences(state, order, kept)
+                    tokens = tokens.index_select(0, order)
+                elif order is not None:
                     state = steps.reorder(state, order)
                     tokens = tokens.index_select(0, order)
             results.append(steps.log_probs(state, tokens[:, : step + 1], attention))
@@ -91,6 +105,35 @@ def test_explicit_steps_give_the_decoders_own_bits(model, compiled):
     for (lprobs, attention), (expected, expected_attention) in zip(explicit, protocol):
         assert torch.equal(lprobs, expected)
         assert torch.equal(attention, expected_attention)
+
+
+def test_beam_searchs_reordering_gives_the_bits_of_reordering_row_by_row(model, compiled):
+    """reorder_within_sentences (the shared source follows the sentences kept, without reading
+    the order) against fairseq's protocol reordering every row: the same bits at every step."""
+    explicit = _decode(model, DecoderSteps(model, compiled), SRC, TGT, within_sentences=True)
+    protocol = _decode(model, FairseqIncrementalSteps(model.returning_attention()), SRC, TGT, within_sentences=True)
+    for (lprobs, attention), (expected, expected_attention) in zip(explicit, protocol):
+        assert torch.equal(lprobs, expected)
+        assert torch.equal(attention, expected_attention)
+
+
+def test_beam_searchs_reordering_leaves_a_shared_source_alone_until_a_sentence_leaves():
+    torch.manual_seed(1)
+    model = build_plugin_model("fconv_iwslt_de_en", DictionaryTask(SRC, TGT)).eval()
+    model.set_beam_size(BEAM)
+    src, lengths, _, _ = translation_batch(SRC, TGT, SOURCE_LENGTHS, [1] * len(SOURCE_LENGTHS), seed=3)
+    rows = len(SOURCE_LENGTHS) * BEAM
+    with torch.no_grad():
+        encoder_out = model.encoder(src, lengths)
+        encoder_out = model.encoder.reorder_encoder_out(encoder_out, torch.arange(len(SOURCE_LENGTHS)).repeat_interleave(BEAM))
+        state = DecoderSteps(model).start(encoder_out)
+    (within, _), _, (first_leaves, kept) = _search_orders(rows)
+    shared = state.source
+    assert shared.copies == BEAM and shared.keys.size(0) == len(SOURCE_LENGTHS)
+    state = DecoderSteps.reorder_within_sentences(state, within, None)
+    assert state.source is shared
+    state = DecoderSteps.reorder_within_sentences(state, first_leaves, kept)
+    assert state.source.copies == BEAM and torch.equal(state.source.keys, shared.keys[1:])
 
 
 def test_explicit_steps_match_fairseqs_fconv(pair, compiled):
