@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..modules.causal_convolution import CausalConvolution, CausalWindow
-from ..modules.int8 import kernel_as_rows
+from ..modules.int8 import convolution_windows, kernel_as_rows
 from ..modules.layer_swap import replace_layers_
 from ..modules.weight_norm import WeightNormalized, WeightNormConvTBC, WeightNormLinear
 
@@ -46,10 +46,7 @@ class PlainConvTBC(nn.Module):
 
     def convolve(self, x: Tensor, padding: int = 0) -> Tensor:
         """Convolve ``x`` (time x batch x channel), zero-padding both ends by ``padding``."""
-        padded = F.pad(x, (0, 0, 0, 0, padding, padding))
-        length = padded.size(0) - self.kernel_size + 1
-        windows = torch.cat([padded[j: j + length] for j in range(self.kernel_size)], dim=-1)
-        return self.window_product(windows)
+        return self.window_product(convolution_windows(x, self.kernel_size, padding))
 
     def window_product(self, windows: Tensor) -> Tensor:
         return F.linear(windows, self.flat_weight, self.bias)

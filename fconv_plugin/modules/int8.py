@@ -20,8 +20,8 @@ next layer's int8 rounding turns such a bit into another translation; in float64
 round to the same float32, so an exported int8 model answers as torch's does.
 
 Convolutions become one matrix product over windows: a kernel (k, in, out) is the
-matrix (out, k · in), and the input is unfolded into its windows of k steps, the same
-row order the decoder's one-step convolution uses.
+matrix (out, k · in), and the input is cut into its windows of k steps
+(``convolution_windows``), the same row order the decoder's one-step convolution uses.
 
 Both the int8 product and the float64 sums run as compiled loops where the package was
 installed with torch (``int8_rows.cpp``: one call per layer instead of a dozen small
@@ -134,10 +134,7 @@ class Int8Weight(nn.Module):
 
     def convolve_tbc(self, x: Tensor, kernel_size: int, padding: int, bias: Optional[Tensor]) -> Tensor:
         """The convolution of ``x`` (time x batch x in), zero-padded by ``padding`` at both ends."""
-        if padding > 0:
-            x = F.pad(x, (0, 0, 0, 0, padding, padding))
-        windows = x.unfold(0, kernel_size, 1).transpose(-1, -2)  # time' x batch x k x in
-        return self.linear(windows.reshape(*windows.shape[:2], -1), bias)
+        return self.linear(convolution_windows(x, kernel_size, padding), bias)
 
     def embedding(self, indices: Tensor) -> Tensor:
         """Rows ``indices`` of the table this matrix holds, as float32."""
@@ -157,6 +154,18 @@ class Int8Weight(nn.Module):
 def kernel_as_rows(kernel: Tensor) -> Tensor:
     """A ConvTBC kernel (k, in, out) as the matrix (out, k · in): column j · in + c is w[j, c, :]."""
     return kernel.reshape(-1, kernel.size(2)).t()
+
+
+def convolution_windows(x: Tensor, kernel_size: int, padding: int) -> Tensor:
+    """Every position's window of ``x`` (time x batch x in), zero-padded by ``padding`` at
+    both ends: time' x batch x k · in, column j · in + c the window's step j, channel c
+    (the columns ``kernel_as_rows`` gives the kernel). The k shifted copies side by side:
+    exported, onnxruntime's float32 encoder ran 0.28-0.29 s on the 500 quickstart verses
+    this way against 0.31-0.32 s through ``unfold`` (torch alone: alike)."""
+    if padding > 0:
+        x = F.pad(x, (0, 0, 0, 0, padding, padding))
+    length = x.size(0) - kernel_size + 1
+    return torch.cat([x[j: j + length] for j in range(kernel_size)], dim=-1)
 
 
 class Int8Rows:
