@@ -6,7 +6,8 @@ and splits the wall time into the encoder's runs, the decoder step's runs, the s
 reordering and the numpy search. Then translates the first ``--verses`` test verses
 with onnxruntime's own profiler on, and prints the decoder's node time by operator
 type: milliseconds, share, and runs per decoding step. Both at beam 5 in calls of 16
-(sorted by length) with fconv_onnx's beam search, 2 threads. It shows where the int8 export loses to torch's int8 model (docs/onnx.md).
+(sorted by length) with fconv_onnx's beam search, 2 threads. It shows where the int8
+export loses to torch's int8 model (docs/onnx.md).
 
     .venv/bin/python benchmarks/onnx_profile.py examples/bible_es_en/runs/latest [--verses 96]
 """
@@ -102,14 +103,14 @@ def main():
     args = parser.parse_args()
     encode, _ = text_tools(args.run)
     every_line = (args.run / "test.raw.es").read_text(encoding="utf-8").splitlines()
-    lines = (args.run / "test.raw.es").read_text(encoding="utf-8").splitlines()[: args.verses]
-    sources = [encode(line) for line in lines]
+    sources = [encode(line) for line in every_line[: args.verses]]
+    split_sources = [encode(line) for line in every_line[: args.split_verses]]
     with tempfile.TemporaryDirectory() as work:
         for name, int8 in (("float32", False), ("int8", True)):
             directory = Path(work) / name
             fconv_export(args.run, directory, int8)
             if args.split_verses:
-                split = wall_split(directory, [encode(line) for line in every_line[: args.split_verses]])
+                split = wall_split(directory, split_sources)
                 print(f"\n{name}: {args.split_verses} verses in {split['total']:.2f} s "
                       f"({args.split_verses / split['total']:.1f} sentences/s), {split['steps']} decoder steps, no profiler:")
                 for part, seconds in split["parts"].items():

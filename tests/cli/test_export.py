@@ -199,7 +199,6 @@ def test_onnxruntimes_profile_is_written_only_when_asked_for(exported, tmp_path)
     assert plain.decoder.end_profiling() == ""
 
 
-
 def test_sessions_stop_their_threads_spinning_when_a_run_returns(exported):
     """Each session's pool stops spinning when its run returns (``session.force_spinning_stop``):
     otherwise the decoder's threads spin on while the encoder runs, which took the encoder 2x
