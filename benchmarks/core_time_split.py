@@ -8,11 +8,11 @@ runs). Each part's time is summed around its calls:
 - the encoder;
 - the decoder's steps (``DecoderSteps.log_probs``: the embeddings, then the compiled step
   from the first layer to the log-softmax);
-- the candidates' pass (``beam_candidates.cpp``: the step's rules and each sentence's
-  2 x beam best) and their split into finished hypotheses and the next beam;
+- the candidates and the bookkeeping between steps (``beam_candidates.cpp``'s
+  ``Bookkeeping.advance_with_best_candidates``: the step's rules and each sentence's
+  2 x beam best, split into finished hypotheses and the next beam, sentences leaving);
 - the state's reordering between steps;
-- the rest of the search: its own Python and small tensor operations (finished
-  hypotheses, the beams' tokens and scores, sentences leaving the batch);
+- the rest of the search: its own Python between these calls;
 - outside the search: batching, the dictionary, results.
 
 The verses are Moses-tokenised and BPE-split before the clock starts. Reported: each
@@ -46,7 +46,7 @@ from fconv_plugin.inference import beam_search  # noqa: E402
 from fconv_plugin.models.decoder_steps import DecoderSteps  # noqa: E402
 
 BEAM, CALL = 5, 16
-PARTS = ("encoder", "decoder steps", "candidates", "candidates' split", "reordering", "rest of the search",
+PARTS = ("encoder", "decoder steps", "candidates and bookkeeping", "reordering", "rest of the search",
          "outside the search")
 
 
@@ -72,9 +72,19 @@ def instrument(seconds: dict, translators) -> None:
     compiled = beam_search.compiled_candidates
     if compiled is None:
         raise SystemExit("beam_candidates.cpp is not built: reinstall the package (pip install -e .)")
+
+    class TimedBookkeeping:
+        def __init__(self, *args):
+            book = compiled.Bookkeeping(*args)
+            self.advance_with_best_candidates = timed(seconds, "candidates and bookkeeping",
+                                                      book.advance_with_best_candidates)
+            self.advance = timed(seconds, "candidates and bookkeeping", book.advance)  # the last step's
+            self.tokens, self.scores, self.finished = book.tokens, book.scores, book.finished
+
     beam_search.compiled_candidates = type("Timed", (), {
-        "best_candidates": staticmethod(timed(seconds, "candidates", compiled.best_candidates)),
-        "split_candidates": staticmethod(timed(seconds, "candidates' split", compiled.split_candidates)),
+        "best_candidates": staticmethod(compiled.best_candidates),
+        "split_candidates": staticmethod(compiled.split_candidates),
+        "Bookkeeping": TimedBookkeeping,
     })
     beam_search.BeamSearch.generate = timed(seconds, "search", beam_search.BeamSearch.generate)
 
@@ -107,7 +117,7 @@ def main():
             translator.translate(lines, encoded=sources, beam=BEAM, max_sentences=CALL)
             total = time.perf_counter() - start
             measured = dict(seconds)
-            inside = sum(measured.get(p, 0.0) for p in PARTS[:5])
+            inside = sum(measured.get(p, 0.0) for p in PARTS[:4])
             measured["rest of the search"] = measured.pop("search") - inside
             measured["outside the search"] = total - inside - measured["rest of the search"]
             measured["total"] = total

@@ -21,9 +21,12 @@ scores, in fairseq's output format. What differs is the bookkeeping around the m
   every sentence run in one compiled pass over the vocabulary (``beam_candidates.cpp``)
   instead of five passes of torch operations; steps that force a prefix token, and the
   last step, keep the torch operations, which are also the stand-in where it is not built;
-- there too, splitting the candidates into finished hypotheses and the beam's next rows
-  (fairseq's eos_mask, active_mask and top-k) is one compiled pass instead of a dozen
-  small kernels.
+- there too, the bookkeeping between steps is one compiled call (``Bookkeeping``) instead
+  of some 40 small torch operations: the candidates split into finished hypotheses and the
+  beam's next rows (fairseq's eos_mask, active_mask and top-k), the finished ones written
+  into their sentence's slots, finished sentences leaving, the live rows extended; searches
+  that keep the attention or force prefixes keep the torch form (``_Bookkeeping``), the
+  reference it is tested against.
 
 Repeated n-grams are blocked as ``compat.ngram_blocking`` mends fairseq's CPU blocker
 to (fairseq issues #4709, #5206: unmended it reads the buffer's padding and never
@@ -77,7 +80,7 @@ class BeamSearch:
         self.len_penalty = len_penalty
         self.unk_penalty = unk_penalty
         self.no_repeat_ngram_size = no_repeat_ngram_size
-        # the compiled candidate selection (a CPU loop) where it is built; on a GPU, or False: torch operations
+        # the compiled candidate selection and bookkeeping (CPU loops) where built; on a GPU, or False: torch operations
         self.one_pass = one_pass and compiled_candidates is not None
         # the plugin's decoder with its state in plain tensors; any other (or False) through fairseq's protocol
         explicit = explicit_state and DecoderSteps.supports(model)
@@ -134,69 +137,53 @@ class BeamSearch:
         encoder_out = model.encoder(src_tokens=src_tokens, src_lengths=src_lengths)
         encoder_out = model.encoder.reorder_encoder_out(encoder_out, _repeat_rows(bsz, beam, src_tokens.device))
 
-        hypotheses = _Hypotheses(bsz, beam, max_len, src_len if attention else 0, self.eos, src_tokens.device)
-        beams = _Beams(bsz, beam, max_len, self.eos, self.pad, src_tokens.device)
-        sentences = torch.arange(bsz, device=src_tokens.device)  # original index of each live sentence
-        cands_to_ignore = torch.zeros(bsz, beam, dtype=torch.bool, device=src_tokens.device)
+        book = self._bookkeeping(bsz, max_len, src_len, attention, prefix_tokens is not None, src_tokens.device)
         decoding_state = self.steps.start(encoder_out)
         reorder: Optional[Tensor] = None
         kept_sentences: Optional[Tensor] = None  # the sentences left after the last step, where some finished
         for step in range(max_len + 1):  # one more step for </s>
             if reorder is not None:  # hypotheses only ever move within their sentence
                 decoding_state = self.steps.reorder_within_sentences(decoding_state, reorder, kept_sentences)
-            lprobs, step_attention = self._next_token_log_probs(beams.tokens[:, : step + 1], decoding_state, attention)
+            lprobs, step_attention = self._next_token_log_probs(book.tokens(step), decoding_state, attention)
             if attention and step_attention is not None:
-                beams.record_attention(step, step_attention)
+                book.record_attention(step, step_attention)
             forcing_prefix = prefix_tokens is not None and step < prefix_tokens.size(1)
             if self.one_pass and lprobs.is_cpu and not forcing_prefix and step < max_len:
                 if self.no_repeat_ngram_size > 0:  # -inf stays -inf under every rule: blocking first is the same
-                    block_repeated_ngrams(beams.tokens[:, : step + 1], lprobs, self.no_repeat_ngram_size)
-                cand_scores, cand_beams, cand_indices = compiled_candidates.best_candidates(
-                    lprobs, beams.scores[:, step - 1] if step > 0 else None, beam, self._candidate_count(step),
-                    self.pad, self.unk, self.unk_penalty, self.eos, step < self.min_len)
+                    block_repeated_ngrams(book.tokens(step), lprobs, self.no_repeat_ngram_size)
+                finished, reorder, kept_sentences = book.advance_with_best_candidates(
+                    step, lprobs, self._candidate_count(step), self.pad, self.unk, self.unk_penalty,
+                    step < self.min_len)
             else:
-                self._constrain(lprobs, step, max_len, beams, prefix_tokens)
+                self._constrain(lprobs, step, max_len, book.beams if forcing_prefix else None, prefix_tokens)
                 if self.no_repeat_ngram_size > 0:
-                    block_repeated_ngrams(beams.tokens[:, : step + 1], lprobs, self.no_repeat_ngram_size)
-                cand_scores, cand_indices, cand_beams = self._best_candidates(step, lprobs, beams)
-            live = cand_scores.size(0)
-            ending, rows, tokens, scores, fillers = self._split_candidates(
-                cand_scores, cand_beams, cand_indices, cands_to_ignore)
-
-            # hypotheses ending in </s> among the best beam candidates are finished, scored by length (§4.3)
-            finished_now: Optional[Tensor] = None
-            if bool(ending.any()):
-                ending_rows = cand_beams[:, :beam] + (torch.arange(live, device=cand_beams.device) * beam).unsqueeze(1)
-                hypotheses.add(step, ending, ending_rows, cand_scores[:, :beam], beams, sentences,
-                               self._length_normalizer(step))
-                finished_now = ending.any(dim=1) & (hypotheses.count[sentences].eq(beam) | (step == max_len))
-                if bool(finished_now.all()):
-                    break
+                    block_repeated_ngrams(book.tokens(step), lprobs, self.no_repeat_ngram_size)
+                cand_scores, cand_indices, cand_beams = self._best_candidates(
+                    step, lprobs, book.scores(step - 1) if step > 0 else None)
+                finished, reorder, kept_sentences = book.advance(step, cand_scores, cand_beams, cand_indices)
+            if finished:
+                break
             if step >= max_len:
                 raise AssertionError(f"beam search reached step {step} of {max_len} with unfinished sentences")
+            if kept_sentences is not None and prefix_tokens is not None:
+                prefix_tokens = prefix_tokens[kept_sentences]
+        return best_first(*book.finished())
 
-            # the beam continues with the best candidates that do not end in </s>
-            reorder = rows.view(-1)  # rows of the decoder's state: this step's batch
-            kept_sentences = None
-            if finished_now is not None and bool(finished_now.any()):  # finished sentences leave the batch
-                kept_sentences = (~finished_now).nonzero().squeeze(1)
-                rows, tokens, scores, fillers = (t[kept_sentences] for t in (rows, tokens, scores, fillers))
-                reorder = rows.view(-1)
-                rows = rows - ((kept_sentences - torch.arange(kept_sentences.numel(), device=rows.device))
-                               * beam).unsqueeze(1)
-                beams.keep_sentences(kept_sentences)
-                sentences = sentences[kept_sentences]
-                if prefix_tokens is not None:
-                    prefix_tokens = prefix_tokens[kept_sentences]
-            cands_to_ignore = fillers
-            beams.advance(step, rows.view(-1), tokens, scores)
-        return hypotheses.best_first()
+    def _bookkeeping(self, bsz: int, max_len: int, src_len: int, attention: bool, prefixes: bool, device):
+        """The hypotheses' bookkeeping between steps: compiled (``beam_candidates.cpp``) on
+        the CPU where it is built, for searches without attention weights or prefixes; else
+        in torch operations."""
+        if self.one_pass and device.type == "cpu" and not attention and not prefixes:
+            return compiled_candidates.Bookkeeping(bsz, self.beam, max_len, self.eos, self.pad, self.normalize_scores,
+                                                   self.len_penalty)
+        return _Bookkeeping(self, bsz, max_len, src_len if attention else 0, device)
 
     def _next_token_log_probs(self, tokens: Tensor, decoding_state, attention: bool):
         """log p(y_{i+1} | y_1..y_i, x) for every hypothesis, and the step's attention when asked."""
         return self.steps.log_probs(decoding_state, tokens, attention)
 
-    def _constrain(self, lprobs: Tensor, step: int, max_len: int, beams: "_Beams", prefix_tokens: Optional[Tensor]):
+    def _constrain(self, lprobs: Tensor, step: int, max_len: int, beams: Optional["_Beams"],
+                   prefix_tokens: Optional[Tensor]):
         """fairseq's rules, in its order: no NaN, never pad, the unk penalty, only </s> at
         the last step, the prefix's tokens or else no </s> before ``min_len``."""
         torch.nan_to_num_(lprobs, nan=NEG_INF, posinf=math.inf, neginf=NEG_INF)
@@ -224,15 +211,16 @@ class BeamSearch:
                 by_sentence = tensor.view(-1, self.beam, tensor.size(-1))
                 by_sentence[ends] = by_sentence[ends][:, :1, :]
 
-    def _best_candidates(self, step: int, lprobs: Tensor, beams: "_Beams"):
-        """The 2·beam best (score, token, beam) extensions of every sentence (fairseq's BeamSearch.step)."""
+    def _best_candidates(self, step: int, lprobs: Tensor, previous_scores: Optional[Tensor]):
+        """The 2·beam best (score, token, beam) extensions of every sentence (fairseq's
+        BeamSearch.step), ``previous_scores`` the hypotheses' cumulative scores (None at step 0)."""
         beam = self.beam
         live = lprobs.size(0) // beam
         by_sentence = lprobs.view(live, beam, self.vocab_size)
         if step == 0:  # every hypothesis is the same </s>: extend the first only
             by_sentence = by_sentence[:, :1, :]
         else:
-            by_sentence = by_sentence + beams.scores.view(live, beam, -1)[:, :, step - 1].unsqueeze(-1)
+            by_sentence = by_sentence + previous_scores.view(live, beam, 1)
         flat = by_sentence.reshape(live, -1)
         cand_scores, flat_indices = torch.topk(flat, k=self._candidate_count(step))
         cand_beams = torch.div(flat_indices, self.vocab_size, rounding_mode="trunc")
@@ -306,6 +294,75 @@ class FairseqIncrementalSteps:
     def reorder_within_sentences(self, state: list, order: Tensor, kept_sentences: Optional[Tensor]) -> list:
         """``reorder``: fairseq's protocol has no shorter way for beam search's orders."""
         return self.reorder(state, order)
+
+
+class _Bookkeeping:
+    """Finished hypotheses and live beams between steps, in torch operations: every search
+    where the compiled ``Bookkeeping`` (``beam_candidates.cpp``) does not run (attention
+    weights, prefixes, a GPU, not built), and the reference it is tested against."""
+
+    def __init__(self, search: BeamSearch, bsz: int, max_len: int, src_len: int, device):
+        self.search, self.beam, self.max_len = search, search.beam, max_len
+        self.beams = _Beams(bsz, search.beam, max_len, search.eos, search.pad, device)
+        self.hypotheses = _Hypotheses(bsz, search.beam, max_len, src_len, search.eos, device)
+        self.sentences = torch.arange(bsz, device=device)  # original index of each live sentence
+        self.cands_to_ignore = torch.zeros(bsz, search.beam, dtype=torch.bool, device=device)
+
+    def tokens(self, step: int) -> Tensor:
+        return self.beams.tokens[:, : step + 1]
+
+    def scores(self, step: int) -> Tensor:
+        return self.beams.scores[:, step]
+
+    def record_attention(self, step: int, step_attention: Tensor) -> None:
+        self.beams.record_attention(step, step_attention)
+
+    def advance(self, step: int, cand_scores: Tensor, cand_beams: Tensor, cand_indices: Tensor):
+        """The step's candidates (sentences x k, best first) taken: whether every sentence is
+        finished, else the old rows the new ones continue and the sentences kept (indices
+        among the live ones) where some finished, else None."""
+        beam, beams, sentences = self.beam, self.beams, self.sentences
+        live = cand_scores.size(0)
+        ending, rows, tokens, scores, fillers = self.search._split_candidates(
+            cand_scores, cand_beams, cand_indices, self.cands_to_ignore)
+
+        # hypotheses ending in </s> among the best beam candidates are finished, scored by length (§4.3)
+        finished_now: Optional[Tensor] = None
+        if bool(ending.any()):
+            ending_rows = cand_beams[:, :beam] + (torch.arange(live, device=cand_beams.device) * beam).unsqueeze(1)
+            self.hypotheses.add(step, ending, ending_rows, cand_scores[:, :beam], beams, sentences,
+                                self.search._length_normalizer(step))
+            finished_now = ending.any(dim=1) & (self.hypotheses.count[sentences].eq(beam) | (step == self.max_len))
+            if bool(finished_now.all()):
+                return True, None, None
+
+        # the beam continues with the best candidates that do not end in </s>
+        reorder = rows.view(-1)  # rows of the decoder's state: this step's batch
+        kept_sentences = None
+        if finished_now is not None and bool(finished_now.any()):  # finished sentences leave the batch
+            kept_sentences = (~finished_now).nonzero().squeeze(1)
+            rows, tokens, scores, fillers = (t[kept_sentences] for t in (rows, tokens, scores, fillers))
+            reorder = rows.view(-1)
+            rows = rows - ((kept_sentences - torch.arange(kept_sentences.numel(), device=rows.device))
+                           * beam).unsqueeze(1)
+            beams.keep_sentences(kept_sentences)
+            self.sentences = sentences[kept_sentences]
+        self.cands_to_ignore = fillers
+        beams.advance(step, rows.view(-1), tokens, scores)
+        return False, reorder, kept_sentences
+
+    def advance_with_best_candidates(self, step: int, lprobs: Tensor, k: int, pad: int, unk: int,
+                                     unk_penalty: float, forbid_eos: bool):
+        """``advance`` with the compiled pass's k best candidates (``best_candidates``)."""
+        candidates = compiled_candidates.best_candidates(
+            lprobs, self.scores(step - 1) if step > 0 else None, self.beam, k, pad, unk, unk_penalty,
+            self.search.eos, forbid_eos)
+        return self.advance(step, *candidates)
+
+    def finished(self):
+        """As the compiled ``Bookkeeping.finished``, and the attention where it is kept."""
+        h = self.hypotheses
+        return h.count, h.tokens, h.positional_scores, h.lengths, h.scores, h.attention
 
 
 class _Beams:
@@ -389,24 +446,27 @@ class _Hypotheses:
             self.attention[sentence, slot, :, : step + 1] = beams.attention.index_select(0, row)[:, :, 1: step + 2]
         self.count.index_add_(0, sentence, torch.ones_like(sentence))
 
-    def best_first(self) -> List[List[Dict[str, Tensor]]]:
-        """fairseq's output: per sentence, its finished hypotheses sorted by score, best first."""
-        order = torch.sort(self.scores, dim=1, descending=True, stable=True).indices
-        results = []
-        empty = torch.empty(0)
-        for sentence in range(self.scores.size(0)):
-            found = []
-            for slot in order[sentence, : int(self.count[sentence])].tolist():
-                length = int(self.lengths[sentence, slot])
-                found.append({
-                    "tokens": self.tokens[sentence, slot, :length],
-                    "score": self.scores[sentence, slot],
-                    "attention": empty if self.attention is None else self.attention[sentence, slot, :, :length],
-                    "alignment": empty,
-                    "positional_scores": self.positional_scores[sentence, slot, :length],
-                })
-            results.append(found)
-        return results
+
+def best_first(count: Tensor, tokens: Tensor, positional_scores: Tensor, lengths: Tensor, scores: Tensor,
+               attention: Optional[Tensor] = None) -> List[List[Dict[str, Tensor]]]:
+    """fairseq's output from the finished hypotheses' slots: per sentence, its hypotheses
+    sorted by score, best first."""
+    order = torch.sort(scores, dim=1, descending=True, stable=True).indices
+    results = []
+    empty = torch.empty(0)
+    for sentence in range(scores.size(0)):
+        found = []
+        for slot in order[sentence, : int(count[sentence])].tolist():
+            length = int(lengths[sentence, slot])
+            found.append({
+                "tokens": tokens[sentence, slot, :length],
+                "score": scores[sentence, slot],
+                "attention": empty if attention is None else attention[sentence, slot, :, :length],
+                "alignment": empty,
+                "positional_scores": positional_scores[sentence, slot, :length],
+            })
+        results.append(found)
+    return results
 
 
 def block_repeated_ngrams(tokens: Tensor, lprobs: Tensor, n: int) -> None:

@@ -37,7 +37,7 @@ class _Search(BeamSearch):
 def _with_torch_operations(search, lprobs, beams, step, max_len):
     lprobs = lprobs.clone()
     search._constrain(lprobs, step, max_len, beams, None)
-    return search._best_candidates(step, lprobs, beams)
+    return search._best_candidates(step, lprobs, beams.scores[:, step - 1] if step > 0 else None)
 
 
 def _compiled(search, lprobs, beams, step):
@@ -167,3 +167,84 @@ def test_a_split_by_hand():
     assert next_tokens.tolist() == [[7, 8], [EOS, EOS]]
     assert next_scores.tolist() == [[-2.0, -3.0], [-1.5, -2.5]]
     assert next_fillers.tolist() == [[False, False], [True, True]]
+
+
+# --- the bookkeeping between steps ---
+
+class _BookSearch(BeamSearch):
+    """The settings the torch bookkeeping reads; its split in fairseq's torch operations."""
+
+    def __init__(self, beam, normalize_scores, len_penalty):
+        self.eos, self.pad, self.beam = EOS, PAD, beam
+        self.normalize_scores, self.len_penalty = normalize_scores, len_penalty
+
+    def _split_candidates(self, cand_scores, cand_beams, cand_indices, ignored):
+        return self.split_candidates_in_torch_operations(cand_scores, cand_beams, cand_indices, ignored)
+
+
+def _step_candidates(generator, live, beam, step):
+    """A step's candidates, best first: 2 x beam per live sentence, </s> often among them
+    (sometimes -inf), beams anywhere in the sentence's beam (only the first at step 0)."""
+    k = 2 * beam
+    scores = -(torch.rand(live, k, generator=generator) * 4 + step).sort(dim=1).values
+    scores[torch.rand(live, k, generator=generator) < 0.05] = -math.inf
+    scores = scores.sort(dim=1, descending=True).values
+    tokens = torch.randint(EOS + 1, 40, (live, k), generator=generator)
+    tokens[torch.rand(live, k, generator=generator) < 0.3] = EOS
+    beams = torch.zeros(live, k, dtype=torch.long) if step == 0 else torch.randint(0, beam, (live, k), generator=generator)
+    return scores, beams, tokens
+
+
+@pytest.mark.parametrize("sentences,beam,max_len,normalize_scores,len_penalty", [
+    (16, 5, 30, True, 1.0), (7, 1, 12, True, 0.6), (5, 3, 6, False, 1.0), (9, 4, 20, True, 1.4), (1, 2, 3, True, 1.0)])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_compiled_bookkeeping_keeps_the_torch_bookkeepings_books(sentences, beam, max_len, normalize_scores,
+                                                                      len_penalty, seed):
+    """The same candidates fed to both, step after step: the same reorderings, sentences kept,
+    live tokens and scores, and finished hypotheses, to the bit."""
+    search = _BookSearch(beam, normalize_scores, len_penalty)
+    compiled = beam_search.compiled_candidates.Bookkeeping(sentences, beam, max_len, EOS, PAD, normalize_scores,
+                                                           len_penalty)
+    reference = beam_search._Bookkeeping(search, sentences, max_len, 0, torch.device("cpu"))
+    generator = torch.Generator().manual_seed(seed)
+    left_at = []
+    for step in range(max_len + 1):
+        assert torch.equal(compiled.tokens(step), reference.tokens(step))
+        if step > 0:
+            assert torch.equal(compiled.scores(step - 1), reference.scores(step - 1))
+        candidates = _step_candidates(generator, reference.tokens(step).size(0) // beam, beam, step)
+        finished, reorder, kept = compiled.advance(step, *candidates)
+        expected_finished, expected_reorder, expected_kept = reference.advance(step, *candidates)
+        assert finished == expected_finished
+        if finished:
+            break
+        assert torch.equal(reorder, expected_reorder)
+        assert (kept is None) == (expected_kept is None)
+        if kept is not None:
+            assert torch.equal(kept, expected_kept)
+            left_at.append(step)
+    assert finished or step == max_len
+    for name, got, expected in zip(("count", "tokens", "positional scores", "lengths", "scores"),
+                                   compiled.finished(), reference.finished()):
+        assert torch.equal(got, expected), name
+    assert int(reference.hypotheses.count.sum()) > 0
+    if sentences > 1 and max_len > 10:
+        assert left_at  # sentences really left the batch
+
+
+def test_finished_hypotheses_by_hand():
+    """One sentence, beam 2, length penalty 1. Step 0 goes on with words 5 and 6 (-1, -2);
+    step 1: the best ends in </s> at -1.5 from beam 1's row, so it finishes with tokens
+    6 </s>, positional scores -2, 0.5 and score -1.5 / 2."""
+    book = beam_search.compiled_candidates.Bookkeeping(1, 2, 5, EOS, PAD, True, 1.0)
+    finished, reorder, kept = book.advance(0, torch.tensor([[-1.0, -2.0, -3.0, -4.0]]),
+                                           torch.zeros(1, 4, dtype=torch.long), torch.tensor([[5, 6, 7, 8]]))
+    assert not finished and reorder.tolist() == [0, 0] and kept is None
+    assert book.tokens(1).tolist() == [[EOS, 5], [EOS, 6]] and book.scores(0).tolist() == [-1.0, -2.0]
+    finished, reorder, kept = book.advance(1, torch.tensor([[-1.5, -2.5, -3.0, -3.5]]),
+                                           torch.tensor([[1, 0, 0, 1]]), torch.tensor([[EOS, 9, 10, 11]]))
+    assert not finished and reorder.tolist() == [0, 0] and kept is None
+    assert book.tokens(2).tolist() == [[EOS, 5, 9], [EOS, 5, 10]]
+    count, tokens, positional, lengths, scores = book.finished()
+    assert count.tolist() == [1] and lengths[0, 0] == 2 and scores[0, 0] == -0.75
+    assert tokens[0, 0, :2].tolist() == [6, EOS] and positional[0, 0, :2].tolist() == [-2.0, 0.5]

@@ -14,6 +14,7 @@ from fairseq import search as fairseq_search
 from fairseq.ngram_repeat_block import NGramRepeatBlock
 from fairseq.sequence_generator import SequenceGenerator
 
+from fconv_plugin.inference import beam_search
 from fconv_plugin.inference.beam_search import BeamSearch, FairseqIncrementalSteps, block_repeated_ngrams
 from tests.support import DictionaryTask, build_pair, build_plugin_model, make_dictionary, translation_batch
 
@@ -226,3 +227,15 @@ def test_only_plain_beam_search_with_one_model_takes_the_vectorised_path(model):
     assert BeamSearch.like(generator(match_source_len=True), model) is None
     ensemble = SequenceGenerator([model, _model()], TGT, beam_size=4)
     assert BeamSearch.like(ensemble, model) is None
+
+
+def test_the_compiled_bookkeeping_keeps_the_books_where_nothing_needs_the_torch_form(model):
+    """beam_candidates.cpp's Bookkeeping for plain searches on the CPU; the torch form where
+    the attention is kept or prefixes are forced (or the compiled passes are off)."""
+    cpu = torch.device("cpu")
+    search = BeamSearch(model, TGT, beam_size=3)
+    assert isinstance(search._bookkeeping(2, 10, 5, False, False, cpu), beam_search.compiled_candidates.Bookkeeping)
+    assert isinstance(search._bookkeeping(2, 10, 5, True, False, cpu), beam_search._Bookkeeping)
+    assert isinstance(search._bookkeeping(2, 10, 5, False, True, cpu), beam_search._Bookkeeping)
+    unpassed = BeamSearch(model, TGT, beam_size=3, one_pass=False)
+    assert isinstance(unpassed._bookkeeping(2, 10, 5, False, False, cpu), beam_search._Bookkeeping)
