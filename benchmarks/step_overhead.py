@@ -139,8 +139,9 @@ def the_steps(model, encoder_out, prefix, state):
         for length in range(1, prefix.size(1)):  # the same first STEP - 1 steps
             steps.log_probs(state, prefix[:, :length], attention=False)
 
-        def step():  # a fresh list of histories each time: a step replaces its entries
-            fresh = DecodingState(state.layers, state.source, list(state.histories), state.compiled)
+        def step():  # fresh histories each time: a step replaces them
+            fresh = DecodingState(state.layers, state.source, None if compiled else list(state.histories),
+                                  state.compiled.copy() if compiled else None)
             return steps.log_probs(fresh, prefix, attention=False)[0]
         return step
 

@@ -11,13 +11,13 @@ decoder's own, in its order, so the log-probabilities are its bits
 (``tests/models/test_decoder_steps.py``); fairseq-generate and fairseq-interactive keep
 the decoder's ``forward``.
 
-Where the package was installed with torch, the step from the target embedding to the
+Where the package was installed with torch, the step from the newest tokens to the
 log-probabilities runs compiled (``decoder_step.cpp``): the same ATen calls in the same
 order, and an int8 model's same compiled loops, without Python between them; so the same
-bits. The embeddings, the reordering and a copying model's mixture stay here. A decoder
-with parts the compiled step does not know (a copying model, a shared output embedding,
-other forms of the gate or of the attention's sums), a GPU, or an exporter's trace runs
-the Python step below.
+bits. The search's state (histories, attention source) is then held there too, and a
+step or a reordering is one call. A decoder with parts the compiled step does not know (a
+copying model, a shared output embedding, other embeddings, other forms of the gate or of
+the attention's sums), a GPU, or an exporter's trace runs the Python step below.
 """
 
 from dataclasses import dataclass
@@ -32,6 +32,7 @@ from ..modules import AttentionLayer, AttentionSource
 from ..modules import int8 as int8_layers
 from ..modules.attention import AttentionSums
 from ..modules.conv_block import GatedLinearUnit, add_residual
+from ..modules.embeddings import LearnedPositionalEmbedding, TokenEmbedding
 from ..modules.weight_norm import AddmmRows
 from .fconv import FConvDecoder
 
@@ -80,8 +81,9 @@ class DecodingState:
 
     layers: _Layers
     source: Optional[AttentionSource]  # the encoder outputs, once per sentence where shared
-    histories: List[Optional[Tensor]]  # block l's last k - 1 inputs, rows x (k - 1)·in, oldest first
-    compiled: Optional[object] = None  # decoder_step.cpp's Step over these layers, where it runs them
+    # block l's last k - 1 inputs, rows x (k - 1)·in, oldest first; None where ``compiled`` holds them
+    histories: Optional[List[Optional[Tensor]]]
+    compiled: Optional[object] = None  # decoder_step.cpp's Decoding over these layers, where it runs them
 
 
 class DecoderSteps:
@@ -125,26 +127,20 @@ class DecoderSteps:
             keys.new_zeros(rows, block.history * plan.in_channels) if block.history else None
             for block, plan in zip(blocks, decoder.plans)
         ]
-        compiled = _compiled_step(decoder, layers, keys) if self.compiled else None
-        return DecodingState(layers, source, histories, compiled)
+        compiled = _compiled_decoding(decoder, layers, keys, histories, source) if self.compiled else None
+        return DecodingState(layers, source, None if compiled is not None else histories, compiled)
 
     def log_probs(self, state: DecodingState, tokens: Tensor, attention: bool) -> Tuple[Tensor, Optional[Tensor]]:
         """log p(y_{i+1} | y_1..y_i, x) for every row of ``tokens`` (rows x i, the prefix so
         far) and, when ``attention``, the attention averaged over the layers (rows x src)."""
         decoder, layers = self.decoder, state.layers
         last = tokens[:, -1]
-        x = decoder.embed_tokens(last)
-        if decoder.embed_positions is not None:  # prefixes hold no padding: position i of each
-            x = x + decoder.embed_positions.at(torch.full_like(last, decoder.padding_idx + tokens.size(1)))
+        # prefixes hold no padding: position i of each (make_positions' numbering)
         if state.compiled is not None:
-            source = state.source
-            scale = None if source is None else source.length_scale
-            lprobs, average, state.histories = state.compiled.log_probs(
-                x, state.histories, *((None, None, None) if source is None else (source.keys, source.values,
-                                                                                 source.padding_mask)),
-                scale if torch.is_tensor(scale) else None, scale if isinstance(scale, float) else 0.0,
-                1 if source is None else source.copies, attention)
-            return lprobs, average
+            return state.compiled.log_probs(last, decoder.padding_idx + tokens.size(1), attention)
+        x = decoder.embed_tokens(last)
+        if decoder.embed_positions is not None:
+            x = x + decoder.embed_positions.at(torch.full_like(last, decoder.padding_idx + tokens.size(1)))
         target_embedding = x
         x = layers.fc1(x)
         block_outputs = [x]
@@ -182,9 +178,10 @@ class DecoderSteps:
     @staticmethod
     def reorder(state: DecodingState, order: Tensor) -> DecodingState:
         """Row r of the new state is row ``order[r]`` of the old (beam search's choice)."""
-        state.histories = [None if h is None else h.index_select(0, order) for h in state.histories]
+        _reorder_histories(state, order)
         if state.source is not None:
             state.source = state.source.index_select(order)
+            _give_source(state)
         return state
 
     @staticmethod
@@ -200,10 +197,31 @@ class DecoderSteps:
                 kept_sentences is None and source.keys.size(0) * source.copies != rows) or (
                 kept_sentences is not None and kept_sentences.numel() * source.copies != rows):
             return DecoderSteps.reorder(state, order)  # one source row per decoder row, or not the search's rows
-        state.histories = [None if h is None else h.index_select(0, order) for h in state.histories]
+        _reorder_histories(state, order)
         if kept_sentences is not None:
             state.source = source.for_sentences(kept_sentences)
+            _give_source(state)
         return state
+
+
+def _reorder_histories(state: DecodingState, order: Tensor) -> None:
+    if state.compiled is not None:
+        state.compiled.reorder(order)
+    else:
+        state.histories = [None if h is None else h.index_select(0, order) for h in state.histories]
+
+
+def _give_source(state: DecodingState) -> None:
+    """The compiled decoding's copy of the attention source, after it changed."""
+    source = state.source
+    if state.compiled is None:
+        return
+    if source is None:
+        state.compiled.set_source(None, None, None, None, 0.0, 1)
+        return
+    scale = source.length_scale
+    state.compiled.set_source(source.keys, source.values, source.padding_mask, scale if torch.is_tensor(scale) else None,
+                              scale if isinstance(scale, float) else 0.0, source.copies)
 
 
 def _compiled_rows(function: RowFunction):
@@ -245,3 +263,29 @@ def _compiled_step(decoder: FConvDecoder, layers: _Layers, keys: Tensor):
             return None
         blocks.append(compiled_step.Block(compiled[0], block.history, block.residual, *compiled[1:]))
     return compiled_step.Step(ends[0], blocks, ends[1], ends[2], int8_api)
+
+
+def _compiled_table(embedding):
+    """An embedding as decoder_step.cpp's ``Table``: a float32 table or an int8 one with the
+    compiled loops; None for any other."""
+    if isinstance(embedding, int8_layers.Int8Embedding) and int8_layers._compiled_loops():
+        return compiled_step.Table.int8(int8_layers.fused_rows.api, embedding.int8.weight, embedding.int8.scale)
+    if type(embedding) in (TokenEmbedding, LearnedPositionalEmbedding) and embedding.weight.dtype == torch.float32:
+        return compiled_step.Table.float32(embedding.weight)
+    return None
+
+
+def _compiled_decoding(decoder: FConvDecoder, layers: _Layers, keys: Tensor, histories: List[Optional[Tensor]],
+                       source: Optional[AttentionSource]):
+    """decoder_step.cpp's ``Decoding`` of a search (its ``Step``, the embeddings, the state);
+    None where the Python step runs (``_compiled_step``, or embeddings it does not know)."""
+    step = _compiled_step(decoder, layers, keys)
+    if step is None:
+        return None
+    tokens = _compiled_table(decoder.embed_tokens)
+    positions = None if decoder.embed_positions is None else _compiled_table(decoder.embed_positions)
+    if tokens is None or (positions is None and decoder.embed_positions is not None):
+        return None
+    decoding = compiled_step.Decoding(step, tokens, positions, histories)
+    _give_source(DecodingState(layers, source, None, decoding))
+    return decoding

@@ -855,6 +855,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   }, "the attention's sums with 512-bit registers (where the CPU has them) or 256-bit ones; returns the setting before");
   m.def("embedding", &embedding, "rows of an int8 table with per-row scales, as float32");
   m.def("gate", &gate, "the GLU A / (1 + exp(-B)) in float64, rounded once: the torch form's bits");
-  static const fconv_int8::Api api{&linear, &attention_weights, &attention_read, &gate};
+  static const fconv_int8::Api api{&linear, &attention_weights, &attention_read, &gate, &embedding};
   m.attr("api") = py::capsule(&api, fconv_int8::kApiCapsuleName);  // for the compiled decoder step
 }

@@ -22,6 +22,8 @@ struct Api {
   torch::Tensor (*attention_read)(const torch::Tensor& weights, const torch::Tensor& values);
   // the GLU in float64 (PreciseGatedLinearUnit)
   torch::Tensor (*gate)(const torch::Tensor& x);
+  // rows of an int8 table with per-row scales, as float32 (Int8Weight.embedding)
+  torch::Tensor (*embedding)(const torch::Tensor& indices, const torch::Tensor& weight, const torch::Tensor& scale);
 };
 
 }  // namespace fconv_int8

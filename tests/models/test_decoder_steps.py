@@ -236,3 +236,48 @@ def test_a_decoder_in_training_mode_is_refused():
 def test_only_the_plugins_decoder_is_stepped_explicitly(pair):
     model, reference = pair
     assert DecoderSteps.supports(model) and not DecoderSteps.supports(reference)
+
+
+def test_embeddings_the_compiled_step_does_not_know_keep_the_python_step():
+    """A plain nn.Embedding in the token embedding's place (the compiled step looks up only
+    the plugin's float32 and int8 tables): the Python step, with the decoder's own bits."""
+    torch.manual_seed(1)
+    model = build_plugin_model("fconv_iwslt_de_en", DictionaryTask(SRC, TGT)).eval()
+    plain = torch.nn.Embedding(len(TGT), model.decoder.embed_tokens.embedding_dim, padding_idx=TGT.pad())
+    plain.weight = model.decoder.embed_tokens.weight
+    model.decoder.embed_tokens = plain
+    assert not _runs_compiled(model)
+    explicit = _decode(model, DecoderSteps(model), SRC, TGT)
+    protocol = _decode(model, FairseqIncrementalSteps(model.returning_attention()), SRC, TGT)
+    for (lprobs, attention), (expected, expected_attention) in zip(explicit, protocol):
+        assert torch.equal(lprobs, expected)
+        assert torch.equal(attention, expected_attention)
+
+
+@pytest.mark.parametrize("int8", [False, True], ids=["float32", "int8"])
+def test_reorderings_between_two_steps_compose_as_the_python_steps_do(int8):
+    """Two reorderings before a step (the compiled decoding takes them when it builds the
+    windows): the Python step's bits, which reorders at once."""
+    torch.manual_seed(1)
+    model = build_plugin_model("fconv_iwslt_de_en", DictionaryTask(SRC, TGT)).eval()
+    if int8:
+        model.quantize_int8_()
+    src, lengths, _, _ = translation_batch(SRC, TGT, SOURCE_LENGTHS, [1] * len(SOURCE_LENGTHS), seed=3)
+    rows = len(SOURCE_LENGTHS) * BEAM
+    generator = torch.Generator().manual_seed(4)
+    tokens = torch.randint(TGT.nspecial, len(TGT), (rows, 3), generator=generator)
+    tokens[:, 0] = TGT.eos()
+    first, second = torch.randperm(rows, generator=generator), torch.randperm(rows, generator=generator)
+    results = []
+    for compiled in (True, False):
+        steps = DecoderSteps(model, compiled)
+        with torch.no_grad():
+            encoder_out = model.encoder(src, lengths)
+            encoder_out = model.encoder.reorder_encoder_out(encoder_out, torch.arange(len(SOURCE_LENGTHS)).repeat_interleave(BEAM))
+            state = steps.start(encoder_out)
+            steps.log_probs(state, tokens[:, :1], False)
+            steps.log_probs(state, tokens[:, :2], False)
+            state = steps.reorder(steps.reorder(state, first), second)
+            results.append(steps.log_probs(state, tokens[first][second][:, :3], True))
+    assert _runs_compiled(model)
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
