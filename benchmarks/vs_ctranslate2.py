@@ -253,9 +253,10 @@ def run_engine(run: Path, engine: str, setting: str) -> dict:
         translator = Translator.from_pretrained(checkpoint, run / "data-bin", source_lang="es", target_lang="en",
                                                 tokenizer="moses", bpe="subword_nmt", bpe_codes=str(run / "codes"))
 
-        def translate(sources, texts):
-            results = translator.translate(texts, encoded=sources, beam=beam, max_sentences=batch, workers=workers)
-            return [translator.task.target_dictionary.string(r.best.tokens[:-1]) for r in results]
+        def translate(sources, texts):  # BPE pieces in and out, as CTranslate2's: text processing timed apart
+            results = translator.translate(texts, encoded=sources, decode=False, beam=beam, max_sentences=batch,
+                                           workers=workers)
+            return [r.best.text for r in results]
     elif engine.startswith("onnx"):
         import numpy as np
 

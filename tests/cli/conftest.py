@@ -33,18 +33,22 @@ def run_tool(tool: str, *args, check: bool = True, **kwargs) -> subprocess.Compl
 
 
 def interactive_answers(data_bin, checkpoint, lines, *options, beam=5):
-    """fairseq-interactive's D- (text, score) and A- lines for ``lines``, by input order."""
+    """fairseq-interactive's D- (text, score), H- (encoded: the text before decoding) and A-
+    lines for ``lines``, by input order."""
     result = run_tool("fairseq-interactive", data_bin, "--user-dir", PLUGIN_DIR, "--path", checkpoint,
                       "--beam", str(beam), *options, input="\n".join(lines) + "\n")
-    answers = {}
+    answers, hypotheses = {}, {}
     for line in result.stdout.splitlines():
         if line.startswith("D-"):
             number, score, text = line[2:].split("\t")
             answers[int(number)] = {"text": text, "score": float(score)}
+        if line.startswith("H-"):
+            number, _, encoded = line[2:].split("\t")
+            hypotheses.setdefault(int(number), encoded)  # the best, printed first
         if line.startswith("A-"):
             number, pairs = line[2:].split("\t")
             answers[int(number)]["alignment"] = [[int(x) for x in p.split("-")] for p in pairs.split()]
-    return [answers[i] for i in range(len(lines))]
+    return [dict(answers[i], encoded=hypotheses[i]) for i in range(len(lines))]
 
 
 def write_corpus(directory: Path, make_pair, sizes=(("train", 600), ("valid", 60), ("test", 40)), seed: int = 1):

@@ -5,9 +5,12 @@ import random
 
 import pytest
 import torch
+from fairseq.tasks import FairseqTask
 
 from fconv_plugin.errors import FConvError
 from fconv_plugin.inference import Translator
+from fconv_plugin.inference.translator import source_tokens
+from tests.support import make_dictionary
 from tests.cli.conftest import interactive_answers, run_tool, trained_model, unk_model, word_task  # noqa: F401
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
@@ -40,6 +43,21 @@ def test_single_sentences_are_fairseq_interactives_d_lines(translator, trained_m
         best = result.best
         assert len(best.positional_scores) == len(best.tokens)
         assert abs(sum(best.positional_scores) / len(best.tokens) - best.score) < 1e-4
+
+
+def test_undecoded_texts_are_fairseq_interactives_h_lines(trained_model):  # noqa: F811
+    """decode=False: each text as the model's tokens give it (the H line), which ``decode``
+    (Moses here) turns into the default text."""
+    data_bin, save_dir, _ = trained_model
+    translator = Translator.from_pretrained(save_dir / "checkpoint_best.pt", data_bin, beam=5, tokenizer="moses",
+                                            source_lang="src", target_lang="tgt")
+    lines = _sentences(8, seed=11)
+    expected = interactive_answers(data_bin, save_dir / "checkpoint_best.pt", lines, "--tokenizer", "moses",
+                                   "--source-lang", "src", "--target-lang", "tgt")
+    undecoded = translator.translate(lines, decode=False)
+    assert [r.best.text for r in undecoded] == [e["encoded"] for e in expected]
+    assert [translator.decode(r.best.text) for r in undecoded] == [e["text"] for e in expected]
+    assert [r.best.text for r in translator.translate(lines)] == [e["text"] for e in expected]
 
 
 def test_options_live_on_the_call_and_the_model_stays_as_built(translator, trained_model):  # noqa: F811
@@ -145,3 +163,34 @@ def test_the_model_runs_where_and_in_the_precision_fairseq_interactive_would(tra
     run_tool("fconv-quantize", checkpoint, int8)
     with pytest.raises(FConvError, match=r"^an int8 model \(fconv-quantize\) computes in int8 and float32; drop --fp16$"):
         Translator.from_pretrained(int8, data_bin, fp16=True)
+
+
+class _Task(FairseqTask):
+    """fairseq's own task methods over a source dictionary."""
+
+    def __init__(self, dictionary):
+        self.dictionary = dictionary
+
+    @property
+    def source_dictionary(self):
+        return self.dictionary
+
+
+class _OwnLookupTask(_Task):
+    def get_interactive_tokens_and_lengths(self, lines, encode_fn):
+        tokens = [torch.tensor([len(line)]) for line in lines]
+        return tokens, [1] * len(lines)
+
+
+def test_source_tokens_are_the_tasks_own():
+    """One list per line where task and dictionary are fairseq's: encode_line's ids, as int64;
+    a task with its own lookup keeps it."""
+    dictionary = make_dictionary(20, "s")
+    lines = ["s1 s2 s3", "  s4\ts5   unknown s19 ", "s0", "s7 s7 s7 \u00e9t\u00e9 s12\n"]
+    tokens, lengths = source_tokens(_Task(dictionary), lines)
+    expected, expected_lengths = FairseqTask.get_interactive_tokens_and_lengths(_Task(dictionary), lines, lambda x: x)
+    assert lengths == expected_lengths == [4, 5, 2, 6]
+    assert all(t.dtype == e.dtype == torch.long and torch.equal(t, e) for t, e in zip(tokens, expected))
+    assert tokens[1][2] == dictionary.unk() and tokens[3][3] == dictionary.unk() and tokens[0][-1] == dictionary.eos()
+    own, own_lengths = source_tokens(_OwnLookupTask(dictionary), lines)
+    assert [int(t) for t in own] == [len(line) for line in lines] and own_lengths == [1] * 4
