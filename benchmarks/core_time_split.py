@@ -6,16 +6,19 @@ with ``--threads`` torch threads (1: what each of ``translate(workers=2)``'s pro
 runs). Each part's time is summed around its calls:
 
 - the encoder;
-- the decoder's steps (``DecoderSteps.log_probs``: the embeddings, then the compiled step
-  from the first layer to the log-softmax);
+- the decoder's steps (the compiled ``Decoding.log_probs``: the embeddings, then the step
+  from the first layer to the log-softmax; ``DecoderSteps.log_probs`` where Python calls it);
 - the candidates and the bookkeeping between steps (``beam_candidates.cpp``'s
-  ``Bookkeeping.advance_with_best_candidates``: the step's rules and each sentence's
-  2 x beam best, split into finished hypotheses and the next beam, sentences leaving);
+  ``Bookkeeping``: the step's rules and each sentence's 2 x beam best, split into finished
+  hypotheses and the next beam, sentences leaving; in ``run_steps``, its time less the
+  decoder's steps and reorderings it calls);
 - the state's reordering between steps;
 - the rest of the search: its own Python between these calls;
 - outside the search: batching, the dictionary, results.
 
-The verses are Moses-tokenised and BPE-split before the clock starts. Reported: each
+``run_steps`` calls the decoding through a Python wrapper here (a few microseconds a step
+that an untimed search does not spend). The verses are Moses-tokenised and BPE-split before
+the clock starts. Reported: each
 part's median seconds over the repetitions and its share of the whole call.
 
     .venv/bin/python benchmarks/core_time_split.py examples/bible_es_en/runs/latest [--threads 1] [--repeats 3]
@@ -80,6 +83,20 @@ def instrument(seconds: dict, translators) -> None:
                                                       book.advance_with_best_candidates)
             self.advance = timed(seconds, "candidates and bookkeeping", book.advance)  # the last step's
             self.tokens, self.scores, self.finished = book.tokens, book.scores, book.finished
+            self._book = book
+
+        def run_steps(self, decoding, *args):
+            inner = seconds["decoder steps"] + seconds["reordering"]
+            start = time.perf_counter()
+            result = self._book.run_steps(TimedDecoding(decoding), *args)
+            inner = seconds["decoder steps"] + seconds["reordering"] - inner
+            seconds["candidates and bookkeeping"] += time.perf_counter() - start - inner
+            return result
+
+    class TimedDecoding:
+        def __init__(self, decoding):
+            self.reorder = timed(seconds, "reordering", decoding.reorder)
+            self.log_probs = timed(seconds, "decoder steps", decoding.log_probs)
 
     beam_search.compiled_candidates = type("Timed", (), {
         "best_candidates": staticmethod(compiled.best_candidates),

@@ -386,6 +386,32 @@ class Bookkeeping {
     return advance(step, candidates[0], candidates[1], candidates[2]);
   }
 
+  // Steps from `step` on without Python between them, for a search with nothing but the
+  // candidates' pass between the decoder and the books (no attention kept, no n-grams
+  // blocked, no prefixes): each reorders `decoding` (decoder_step.cpp's Decoding, or
+  // anything with its reorder and log_probs) by the last step's order, runs its step on
+  // the newest tokens at position padding_idx + step + 1, and advances with the best
+  // candidates. Stops after a step where every sentence finished or some left (the
+  // source the decoding reads must then follow them), or before the last step (max_len),
+  // whose rules the search applies. Returns (finished, the next step, the order the
+  // decoding awaits, the sentences kept where some left).
+  std::tuple<bool, int64_t, c10::optional<torch::Tensor>, c10::optional<torch::Tensor>> run_steps(
+      const py::object& decoding, int64_t step, c10::optional<torch::Tensor> order, int64_t vocab,
+      int64_t padding_idx, int64_t pad, int64_t unk, double unk_penalty, int64_t min_len) {
+    const py::object reorder = decoding.attr("reorder"), log_probs = decoding.attr("log_probs");
+    for (; step < max_len_; ++step) {
+      if (order.has_value()) reorder(*order);
+      const auto step_out = log_probs(tokens(step).select(1, step), padding_idx + step + 1, false);
+      const auto lprobs = step_out.cast<py::tuple>()[0].cast<torch::Tensor>();
+      const int64_t k = std::min<int64_t>(2 * beam_, (step == 0 ? 1 : beam_) * vocab - 1);
+      auto [finished, next_order, kept] =
+          advance_with_best_candidates(step, lprobs, k, pad, unk, unk_penalty, step < min_len);
+      if (finished || kept.has_value()) return {finished, step + 1, next_order, kept};
+      order = std::move(next_order);
+    }
+    return {false, step, order, c10::nullopt};
+  }
+
   // every sentence's finished hypotheses: count (sentences), tokens and positional scores
   // (sentences x beam x max_len + 1), lengths and scores (sentences x beam), in slot order
   std::vector<torch::Tensor> finished() const {
@@ -446,5 +472,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("advance_with_best_candidates", &Bookkeeping::advance_with_best_candidates, py::arg("step"),
            py::arg("lprobs"), py::arg("k"), py::arg("pad"), py::arg("unk"), py::arg("unk_penalty"),
            py::arg("forbid_eos"))
+      .def("run_steps", &Bookkeeping::run_steps, py::arg("decoding"), py::arg("step"), py::arg("order"),
+           py::arg("vocab"), py::arg("padding_idx"), py::arg("pad"), py::arg("unk"), py::arg("unk_penalty"),
+           py::arg("min_len"))
       .def("finished", &Bookkeeping::finished);
 }

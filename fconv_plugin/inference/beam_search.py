@@ -141,9 +141,19 @@ class BeamSearch:
         decoding_state = self.steps.start(encoder_out)
         reorder: Optional[Tensor] = None
         kept_sentences: Optional[Tensor] = None  # the sentences left after the last step, where some finished
-        for step in range(max_len + 1):  # one more step for </s>
+        compiled_steps = self._compiled_steps(book, decoding_state, attention)
+        step = 0
+        while True:  # max_len + 1 steps at most: one more for </s>
             if reorder is not None:  # hypotheses only ever move within their sentence
                 decoding_state = self.steps.reorder_within_sentences(decoding_state, reorder, kept_sentences)
+                reorder = kept_sentences = None
+            if compiled_steps is not None and step < max_len:  # until a sentence leaves, the end or the last step
+                finished, step, reorder, kept_sentences = book.run_steps(
+                    compiled_steps, step, None, self.vocab_size, self.model.decoder.padding_idx, self.pad, self.unk,
+                    self.unk_penalty, self.min_len)
+                if finished:
+                    break
+                continue
             lprobs, step_attention = self._next_token_log_probs(book.tokens(step), decoding_state, attention)
             if attention and step_attention is not None:
                 book.record_attention(step, step_attention)
@@ -167,7 +177,15 @@ class BeamSearch:
                 raise AssertionError(f"beam search reached step {step} of {max_len} with unfinished sentences")
             if kept_sentences is not None and prefix_tokens is not None:
                 prefix_tokens = prefix_tokens[kept_sentences]
+            step += 1
         return best_first(*book.finished())
+
+    def _compiled_steps(self, book, decoding_state, attention: bool):
+        """The decoder's compiled decoding where the compiled bookkeeping can run whole steps
+        with it (``Bookkeeping.run_steps``): no attention kept, no n-grams blocked; else None."""
+        if attention or self.no_repeat_ngram_size > 0 or isinstance(book, _Bookkeeping):
+            return None
+        return self.steps.compiled_decoding(decoding_state)
 
     def _bookkeeping(self, bsz: int, max_len: int, src_len: int, attention: bool, prefixes: bool, device):
         """The hypotheses' bookkeeping between steps: compiled (``beam_candidates.cpp``) on
@@ -294,6 +312,11 @@ class FairseqIncrementalSteps:
     def reorder_within_sentences(self, state: list, order: Tensor, kept_sentences: Optional[Tensor]) -> list:
         """``reorder``: fairseq's protocol has no shorter way for beam search's orders."""
         return self.reorder(state, order)
+
+    @staticmethod
+    def compiled_decoding(state: list) -> None:
+        """None: fairseq's protocol has no compiled decoding."""
+        return None
 
 
 class _Bookkeeping:

@@ -176,6 +176,14 @@ class DecoderSteps:
         return lprobs, (average[:, 0] if attention and average is not None else None)
 
     @staticmethod
+    def compiled_decoding(state: DecodingState):
+        """decoder_step.cpp's ``Decoding`` holding this search's state, where the step runs
+        compiled: its ``reorder(order)`` and ``log_probs(last_tokens, position, attention)``
+        are ``reorder`` and ``log_probs`` for the newest tokens at a position (as
+        ``make_positions`` numbers them), for a caller that runs the steps itself. Else None."""
+        return state.compiled
+
+    @staticmethod
     def reorder(state: DecodingState, order: Tensor) -> DecodingState:
         """Row r of the new state is row ``order[r]`` of the old (beam search's choice)."""
         _reorder_histories(state, order)

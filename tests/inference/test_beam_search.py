@@ -239,3 +239,22 @@ def test_the_compiled_bookkeeping_keeps_the_books_where_nothing_needs_the_torch_
     assert isinstance(search._bookkeeping(2, 10, 5, False, True, cpu), beam_search._Bookkeeping)
     unpassed = BeamSearch(model, TGT, beam_size=3, one_pass=False)
     assert isinstance(unpassed._bookkeeping(2, 10, 5, False, False, cpu), beam_search._Bookkeeping)
+
+
+def test_whole_steps_run_compiled_where_nothing_but_the_candidates_sits_between_decoder_and_books(model):
+    """Bookkeeping.run_steps drives the compiled decoding for plain searches; a search that
+    keeps the attention or blocks n-grams steps from Python (both against fairseq above)."""
+    src, lengths = _batch(seed=1)
+    cpu = torch.device("cpu")
+    search = BeamSearch(model, TGT, beam_size=3)
+    with torch.no_grad():
+        state = search.steps.start(model.encoder(src_tokens=src, src_lengths=lengths))
+    book = search._bookkeeping(len(lengths), 10, src.size(1), False, False, cpu)
+    assert search._compiled_steps(book, state, attention=False) is state.compiled is not None
+    assert search._compiled_steps(book, state, attention=True) is None
+    assert BeamSearch(model, TGT, beam_size=3, no_repeat_ngram_size=2)._compiled_steps(book, state, False) is None
+    torch_book = search._bookkeeping(len(lengths), 10, src.size(1), True, False, cpu)
+    assert search._compiled_steps(torch_book, state, attention=False) is None
+    python_steps = BeamSearch(model, TGT, beam_size=3, explicit_state=False)
+    assert python_steps._compiled_steps(book, python_steps.steps.start(
+        model.encoder(src_tokens=src, src_lengths=lengths)), attention=False) is None
