@@ -123,7 +123,12 @@ class Int8Weight(nn.Module):
         if rows.dtype != torch.float32 or not rows.is_contiguous():
             rows = rows.float().contiguous()
         quantized, row_scale = quantize_rows(rows)
-        out = torch._int_mm(quantized, self.weight.t()) * row_scale  # int32 sums, as float32
+        if quantized.size(1) == 1:  # torch._int_mm's sums are wrong for one input (torch 2.13); each is one product
+            # (int8_rows.cpp's int_products alike)
+            sums = quantized.int() * self.weight.t().int()
+        else:
+            sums = torch._int_mm(quantized, self.weight.t())
+        out = sums * row_scale  # int32 sums, as float32
         if bias is None:
             return out.mul_(self.scale)
         if torch.compiler.is_compiling():

@@ -605,6 +605,13 @@ void packed_linear(const torch::Tensor& rows_in, const torch::Tensor& packed, co
 // cache, which cost more than the scaling.) The blocks are rows (each thread quantises its
 // own), or for a wide output such as the vocabulary's, columns (each thread reads half the
 // weight). Each row's arithmetic is its own and integer sums are exact, so no split changes a bit.
+// at::_int_mm(a, b): exact int32 sums; for one input (a k = 1 product) each sum is one
+// product, taken as such: at::_int_mm's sums are wrong there (torch 2.13 on the CPU).
+torch::Tensor int_products(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.size(1) == 1) return at::mul(a.to(torch::kInt), b.to(torch::kInt));
+  return at::_int_mm(a, b);
+}
+
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& weight_scale,
                      const c10::optional<torch::Tensor>& bias, const c10::optional<torch::Tensor>& packed,
                      const c10::optional<torch::Tensor>& compensation) {
@@ -637,7 +644,7 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
   if (blocks == 1) {
     const auto quantized = quantize_rows(rows_in);
     const float* row_scales = quantized[1].data_ptr<float>();
-    const auto sums = at::_int_mm(quantized[0], weight.t()).contiguous();  // exact int32 sums
+    const auto sums = int_products(quantized[0], weight.t()).contiguous();  // exact int32 sums
     const int32_t* in = sums.data_ptr<int32_t>();
     at::parallel_for(0, rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) scale_back_row(in + r * cols, cols, row_scales[r], columns, added, out + r * cols);
@@ -650,7 +657,7 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
     at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t block = begin; block < end; ++block) {
         const auto [first, last] = block_range(block, blocks, cols, 16);
-        const auto sums = at::_int_mm(quantized[0], weight.slice(0, first, last).t()).contiguous();  // this thread only
+        const auto sums = int_products(quantized[0], weight.slice(0, first, last).t()).contiguous();  // this thread only
         const int32_t* in = sums.data_ptr<int32_t>();
         for (int64_t r = 0; r < rows; ++r)
           scale_back_row(in + r * (last - first), last - first, row_scales[r], columns + first,
@@ -669,7 +676,7 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
       const auto [first, last] = block_range(block, blocks, rows, 1);
       for (int64_t r = first; r < last; ++r)
         quantize_row(x_data + r * in_features, in_features, q_data + r * in_features, &row_scales[r]);
-      const auto sums = at::_int_mm(quantized.slice(0, first, last), weight.t()).contiguous();  // this thread only
+      const auto sums = int_products(quantized.slice(0, first, last), weight.t()).contiguous();  // this thread only
       const int32_t* in = sums.data_ptr<int32_t>();
       for (int64_t r = first; r < last; ++r)
         scale_back_row(in + (r - first) * cols, cols, row_scales[r], columns, added, out + r * cols);

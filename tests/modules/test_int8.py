@@ -523,3 +523,23 @@ def test_the_compiled_loops_refuse_tensors_off_the_cpu_with_one_line():
     for call in calls:
         with pytest.raises(RuntimeError, match="int8 models run on the CPU .*; add --cpu"):
             call()
+
+
+def test_a_layer_one_input_wide_sums_each_product_exactly():
+    """One input a row (torch._int_mm returns wrong sums there): both forms give q_r w_o
+    scaled back, against the same product in float64."""
+    from fconv_plugin.modules.int8 import fused_rows, quantize_rows
+
+    generator = torch.Generator().manual_seed(3)
+    weight = Int8Weight.from_float(torch.randn(7, 1, generator=generator))
+    bias = torch.randn(7, generator=generator)
+    x = torch.randn(9, 1, generator=generator)
+    quantized, row_scale = quantize_rows(x)
+    exact = (quantized.double() * weight.weight.t().double()) * row_scale.double() * weight.scale.double()
+    for b in (None, bias):
+        torch_form = weight.linear_in_torch_operations(x, b)
+        assert torch.equal(fused_rows.linear(x, weight.weight, weight.scale, b), torch_form)
+        if fused_rows.vnni:  # the packed loops (AMX tiles or VNNI), where the CPU has them
+            assert torch.equal(fused_rows.linear(x, weight.weight, weight.scale, b, *weight.packed()), torch_form)
+        expected = exact if b is None else exact + b.double()
+        assert torch.allclose(torch_form.double(), expected, rtol=1e-6, atol=1e-6)
