@@ -142,14 +142,14 @@ def main():
                 results[name][part].append(value)
     print(f"{len(lines)} verses, beam {BEAM} in calls of {CALL}, {args.threads} torch thread(s), "
           f"median of {args.repeats} (torch {torch.__version__}):")
-    print(f"  {'part':22s}" + "".join(f"{name:>22s}" for name in engines))
+    print(f"  {'part':28s}" + "".join(f"{name:>22s}" for name in engines))
     for part in PARTS + ("total",):
         cells = []
         for name in engines:
             value = statistics.median(results[name][part])
             share = value / statistics.median(results[name]["total"])
             cells.append(f"{value:8.3f} s {100 * share:5.1f}%" if part != "total" else f"{value:8.3f} s {'':6s}")
-        print(f"  {part:22s}" + "".join(f"{c:>22s}" for c in cells))
+        print(f"  {part:28s}" + "".join(f"{c:>22s}" for c in cells))
     rates = "  ".join(f"{name} {len(lines) / statistics.median(results[name]['total']):.1f}" for name in engines)
     print(f"  sentences/s: {rates}")
 
