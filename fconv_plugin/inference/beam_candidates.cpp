@@ -393,12 +393,14 @@ class Bookkeeping {
   // the newest tokens at position padding_idx + step + 1, and advances with the best
   // candidates. Stops after a step where every sentence finished or some left (the
   // source the decoding reads must then follow them), or before the last step (max_len),
-  // whose rules the search applies. Returns (finished, the next step, the order the
-  // decoding awaits, the sentences kept where some left).
+  // whose rules the search applies. `decoding` starts in the order of the live rows.
+  // Returns (finished, the next step, the order the decoding awaits, the sentences kept
+  // where some left).
   std::tuple<bool, int64_t, c10::optional<torch::Tensor>, c10::optional<torch::Tensor>> run_steps(
-      const py::object& decoding, int64_t step, c10::optional<torch::Tensor> order, int64_t vocab,
-      int64_t padding_idx, int64_t pad, int64_t unk, double unk_penalty, int64_t min_len) {
+      const py::object& decoding, int64_t step, int64_t vocab, int64_t padding_idx, int64_t pad, int64_t unk,
+      double unk_penalty, int64_t min_len) {
     const py::object reorder = decoding.attr("reorder"), log_probs = decoding.attr("log_probs");
+    c10::optional<torch::Tensor> order;
     for (; step < max_len_; ++step) {
       if (order.has_value()) reorder(*order);
       const auto step_out = log_probs(tokens(step).select(1, step), padding_idx + step + 1, false);
@@ -472,8 +474,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("advance_with_best_candidates", &Bookkeeping::advance_with_best_candidates, py::arg("step"),
            py::arg("lprobs"), py::arg("k"), py::arg("pad"), py::arg("unk"), py::arg("unk_penalty"),
            py::arg("forbid_eos"))
-      .def("run_steps", &Bookkeeping::run_steps, py::arg("decoding"), py::arg("step"), py::arg("order"),
-           py::arg("vocab"), py::arg("padding_idx"), py::arg("pad"), py::arg("unk"), py::arg("unk_penalty"),
+      .def("run_steps", &Bookkeeping::run_steps, py::arg("decoding"), py::arg("step"), py::arg("vocab"), py::arg("padding_idx"), py::arg("pad"), py::arg("unk"), py::arg("unk_penalty"),
            py::arg("min_len"))
       .def("finished", &Bookkeeping::finished);
 }

@@ -26,7 +26,10 @@ scores, in fairseq's output format. What differs is the bookkeeping around the m
   beam's next rows (fairseq's eos_mask, active_mask and top-k), the finished ones written
   into their sentence's slots, finished sentences leaving, the live rows extended; searches
   that keep the attention or force prefixes keep the torch form (``_Bookkeeping``), the
-  reference it is tested against.
+  reference it is tested against;
+- with the plugin's compiled decoder step, a search that blocks no n-grams runs whole
+  steps in that compiled loop (``Bookkeeping.run_steps``: reorder, step, candidates,
+  books), back in Python only when a sentence leaves and for the last step.
 
 Repeated n-grams are blocked as ``compat.ngram_blocking`` mends fairseq's CPU blocker
 to (fairseq issues #4709, #5206: unmended it reads the buffer's padding and never
@@ -149,7 +152,7 @@ class BeamSearch:
                 reorder = kept_sentences = None
             if compiled_steps is not None and step < max_len:  # until a sentence leaves, the end or the last step
                 finished, step, reorder, kept_sentences = book.run_steps(
-                    compiled_steps, step, None, self.vocab_size, self.model.decoder.padding_idx, self.pad, self.unk,
+                    compiled_steps, step, self.vocab_size, self.model.decoder.padding_idx, self.pad, self.unk,
                     self.unk_penalty, self.min_len)
                 if finished:
                     break

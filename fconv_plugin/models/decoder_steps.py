@@ -213,6 +213,7 @@ class DecoderSteps:
 
 
 def _reorder_histories(state: DecodingState, order: Tensor) -> None:
+    """Row r of each history becomes row ``order[r]``: in the compiled decoding, or here."""
     if state.compiled is not None:
         state.compiled.reorder(order)
     else:
