@@ -1,11 +1,14 @@
-"""One process against decoding workers (``translate(workers=N)``, ``fconv-translate --workers``).
+"""One process against decoding workers (``translate(workers=N)``, ``fconv-translate --workers``)
+and against N threads sharing one translator.
 
 A trained run's model, float32 and its fconv-quantize int8 copy, translates the run's test
-verses (raw text: Moses and BPE included, as fconv-translate does) at beam 5, in one
-process with torch's threads and in N workers of one thread, with fconv-translate's
-default batches (4,000 tokens; shared out by the workers) and in batches of 16 sentences.
-The forms take turns in every repetition, in one process; reported: median sentences/s,
-workers / one process, and whether the translations were the same.
+verses (raw text: Moses and BPE included, as fconv-translate does) at beam 5: in one
+process with torch's threads; in N workers of one thread; and in N Python threads of this
+process, each translating every N-th verse with torch at one thread (what a server's
+threads do; the compiled step and books run without the GIL). With fconv-translate's
+default batches (4,000 tokens; shared out by the workers and threads) and in batches of
+16 sentences. The forms take turns in every repetition, in one process; reported: median
+sentences/s, each form / one process, and whether the translations were the same.
 
     python benchmarks/workers.py examples/bible_es_en/runs/latest [--workers 2] [--repeats 3]
 """
@@ -14,6 +17,7 @@ import argparse
 import logging
 import statistics
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -32,6 +36,29 @@ from fconv_plugin.inference import Translator  # noqa: E402
 BATCHES = {"default batches": {}, "batches of 16": {"max_sentences": 16}}
 
 
+def in_threads(translator, lines, threads: int, **options):
+    """``lines`` translated by ``threads`` Python threads sharing ``translator``, each every
+    threads-th line, torch at one thread meanwhile; the results in the lines' order."""
+    results = [None] * len(lines)
+
+    def translate(first):
+        for index, result in zip(range(first, len(lines), threads),
+                                 translator.translate(lines[first::threads], **options)):
+            results[index] = result
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        running = [threading.Thread(target=translate, args=(first,)) for first in range(threads)]
+        for thread in running:
+            thread.start()
+        for thread in running:
+            thread.join()
+    finally:
+        torch.set_num_threads(before)
+    return results
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path)
@@ -43,25 +70,31 @@ def main():
     options = dict(source_lang="es", target_lang="en", tokenizer="moses", bpe="subword_nmt", bpe_codes=str(run / "codes"))
     translators = {"float32": Translator.from_pretrained(run / "checkpoints" / "checkpoint_best.pt", run / "data-bin", **options),
                    "int8": Translator.from_pretrained(int8_copy(run), run / "data-bin", **options)}
-    print(f"{len(lines)} verses, beam 5, one process of {torch.get_num_threads()} threads against {args.workers} workers "
-          f"of one thread, median of {args.repeats}:")
+    n = args.workers
+    print(f"{len(lines)} verses, beam 5, one process of {torch.get_num_threads()} threads against {n} workers "
+          f"of one thread and {n} threads of one torch thread, median of {args.repeats}:")
     for precision, translator in translators.items():
         for batches, bounds in BATCHES.items():
-            times = {1: [], args.workers: []}
+            forms = {
+                "one process": lambda: translator.translate(lines, beam=5, **bounds),
+                f"{n} workers": lambda: translator.translate(lines, beam=5, workers=n, **bounds),
+                f"{n} threads": lambda: in_threads(translator, lines, n, beam=5, **bounds),
+            }
+            times = {form: [] for form in forms}
             texts = {}
-            for workers in times:
+            for workers in (1, n):
                 translator.translate(lines[:200], beam=5, workers=workers, **bounds)  # warm-up (every worker's start)
             for repeat in range(args.repeats):
-                for workers in (times if repeat % 2 == 0 else reversed(list(times))):
+                for form in (list(forms) if repeat % 2 == 0 else list(reversed(forms))):
                     start = time.perf_counter()
-                    results = translator.translate(lines, beam=5, workers=workers, **bounds)
-                    times[workers].append(time.perf_counter() - start)
-                    texts[workers] = [r.best.text for r in results]
-            rates = {w: len(lines) / statistics.median(t) for w, t in times.items()}
-            same = sum(a == b for a, b in zip(texts[1], texts[args.workers]))
-            print(f"  {precision:7s} {batches:15s} one process {rates[1]:6.1f}, {args.workers} workers "
-                  f"{rates[args.workers]:6.1f} sentences/s: {rates[args.workers] / rates[1]:.2f}x; "
-                  f"{same} of {len(lines)} translations the same")
+                    results = forms[form]()
+                    times[form].append(time.perf_counter() - start)
+                    texts[form] = [r.best.text for r in results]
+            rates = {form: len(lines) / statistics.median(t) for form, t in times.items()}
+            cells = ", ".join(f"{form} {rates[form]:6.1f} ({rates[form] / rates['one process']:.2f}x, "
+                              f"{sum(a == b for a, b in zip(texts['one process'], texts[form]))} the same)"
+                              for form in list(forms)[1:])
+            print(f"  {precision:7s} {batches:15s} sentences/s: one process {rates['one process']:6.1f}, {cells}")
         translator.close()
 
 

@@ -406,8 +406,12 @@ class Bookkeeping {
       const auto step_out = log_probs(tokens(step).select(1, step), padding_idx + step + 1, false);
       const auto lprobs = step_out.cast<py::tuple>()[0].cast<torch::Tensor>();
       const int64_t k = std::min<int64_t>(2 * beam_, (step == 0 ? 1 : beam_) * vocab - 1);
-      auto [finished, next_order, kept] =
-          advance_with_best_candidates(step, lprobs, k, pad, unk, unk_penalty, step < min_len);
+      std::tuple<bool, c10::optional<torch::Tensor>, c10::optional<torch::Tensor>> advanced;
+      {
+        py::gil_scoped_release no_gil;  // C++ only: other threads' searches go on meanwhile
+        advanced = advance_with_best_candidates(step, lprobs, k, pad, unk, unk_penalty, step < min_len);
+      }
+      auto& [finished, next_order, kept] = advanced;
       if (finished || kept.has_value()) return {finished, step + 1, next_order, kept};
       order = std::move(next_order);
     }
@@ -473,7 +477,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            py::arg("cand_tokens"))
       .def("advance_with_best_candidates", &Bookkeeping::advance_with_best_candidates, py::arg("step"),
            py::arg("lprobs"), py::arg("k"), py::arg("pad"), py::arg("unk"), py::arg("unk_penalty"),
-           py::arg("forbid_eos"))
+           py::arg("forbid_eos"), py::call_guard<py::gil_scoped_release>())
       .def("run_steps", &Bookkeeping::run_steps, py::arg("decoding"), py::arg("step"), py::arg("vocab"), py::arg("padding_idx"), py::arg("pad"), py::arg("unk"), py::arg("unk_penalty"),
            py::arg("min_len"))
       .def("finished", &Bookkeeping::finished);

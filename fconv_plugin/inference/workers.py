@@ -8,11 +8,13 @@ throughput: Marian's ``--cpu-threads N`` (N workers of one thread), CTranslate2'
 ``inter_threads``.
 
 The workers are processes forked from the translator's own (they share its loaded model's
-memory and need no second load), not threads: a step's Python holds the GIL. On the quickstart's
-model, against one search with torch's two threads, two searches in two threads were 1.1x
-as fast, in two processes 1.5x (2026-11-26, the machine of ``docs/performance.md``). Each runs torch
-with one thread: GNU OpenMP, which torch's CPU build uses, hangs in a forked child that
-starts a parallel region after its parent ran one.
+memory and need no second load). Threads sharing one translator now come close where the
+compiled step runs (it and the search's books release the GIL), but not everywhere: on the
+quickstart's model, against one search with torch's two threads, 2 threads of one torch
+thread were 1.02-1.36x as fast, 2 processes 1.08-1.34x; int8 in fconv-translate's default
+batches 1.02x against 1.18x (``benchmarks/workers.py``, 2026-11-27, the machine of
+``docs/performance.md``). Each worker runs torch with one thread: GNU OpenMP, which torch's
+CPU build uses, hangs in a forked child that starts a parallel region after its parent ran one.
 
 A worker runs the same search on the same model; only its products run on one thread
 instead of several. On the quickstart's 500 test verses that changed no translation and

@@ -313,7 +313,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            py::arg("step"), py::arg("tokens"), py::arg("positions"), py::arg("histories"))
       .def("set_source", &Decoding::set_source, py::arg("keys"), py::arg("values"), py::arg("padding"),
            py::arg("length_scale_tensor"), py::arg("length_scale"), py::arg("copies"))
-      .def("reorder", &Decoding::reorder, py::arg("order"))
-      .def("log_probs", &Decoding::log_probs, py::arg("last_tokens"), py::arg("position"), py::arg("attention"))
+      // without the GIL: a step is C++ and ATen throughout, so searches in other threads go on meanwhile
+      .def("reorder", &Decoding::reorder, py::arg("order"), py::call_guard<py::gil_scoped_release>())
+      .def("log_probs", &Decoding::log_probs, py::arg("last_tokens"), py::arg("position"), py::arg("attention"),
+           py::call_guard<py::gil_scoped_release>())
       .def("copy", &Decoding::copy);
 }
