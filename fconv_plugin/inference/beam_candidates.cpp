@@ -294,7 +294,9 @@ class Bookkeeping {
   }
 
   // the live hypotheses' tokens so far: rows x (step + 1), starting with </s>
-  torch::Tensor tokens(int64_t step) const { return tokens_[current_].narrow(0, 0, live_ * beam_).narrow(1, 0, step + 1); }
+  torch::Tensor tokens(int64_t step) const {
+    return tokens_[current_].narrow(0, 0, live_ * beam_).narrow(1, 0, step + 1);
+  }
 
   // the live hypotheses' cumulative scores after ``step`` (a column, one per row)
   torch::Tensor scores(int64_t step) const { return scores_[current_].narrow(0, 0, live_ * beam_).select(1, step); }
@@ -405,6 +407,7 @@ class Bookkeeping {
       if (order.has_value()) reorder(*order);
       const auto step_out = log_probs(tokens(step).select(1, step), padding_idx + step + 1, false);
       const auto lprobs = step_out.cast<py::tuple>()[0].cast<torch::Tensor>();
+      // BeamSearch._candidate_count: twice the beam, fewer if a sentence has fewer extensions
       const int64_t k = std::min<int64_t>(2 * beam_, (step == 0 ? 1 : beam_) * vocab - 1);
       std::tuple<bool, c10::optional<torch::Tensor>, c10::optional<torch::Tensor>> advanced;
       {
@@ -478,7 +481,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("advance_with_best_candidates", &Bookkeeping::advance_with_best_candidates, py::arg("step"),
            py::arg("lprobs"), py::arg("k"), py::arg("pad"), py::arg("unk"), py::arg("unk_penalty"),
            py::arg("forbid_eos"), py::call_guard<py::gil_scoped_release>())
-      .def("run_steps", &Bookkeeping::run_steps, py::arg("decoding"), py::arg("step"), py::arg("vocab"), py::arg("padding_idx"), py::arg("pad"), py::arg("unk"), py::arg("unk_penalty"),
-           py::arg("min_len"))
+      .def("run_steps", &Bookkeeping::run_steps, py::arg("decoding"), py::arg("step"), py::arg("vocab"),
+           py::arg("padding_idx"), py::arg("pad"), py::arg("unk"), py::arg("unk_penalty"), py::arg("min_len"))
       .def("finished", &Bookkeeping::finished);
 }

@@ -3,7 +3,8 @@
 Every step but the search is fairseq's own public API (the task, the ensemble loader,
 the task's batching of raw tokens, the dictionary's ``string``, BPE then tokenizer
 decoding; the source dictionary's lookup in one list per line where the task and the
-dictionary are fairseq's own, ``source_tokens``). The search is ``beam_search.BeamSearch``, fairseq's SequenceGenerator with
+dictionary are fairseq's own, ``source_tokens``). The search is
+``beam_search.BeamSearch``, fairseq's SequenceGenerator with
 tensors throughout, for plain beam search with one model, and fairseq's generator
 (``task.inference_step``) for anything else; either way a sentence's text is
 fairseq-interactive's D- line for the same options. Options live on the call: the

@@ -80,7 +80,8 @@ const fconv_int8::Api* api_from(const py::object& capsule) {
 // A block's window over the last k inputs, rows x (k-1)·in + in: row r is history row
 // order[r] (or r) followed by x's row r. One pass: at::cat's values after index_select's,
 // without the reordered history in between (beam search reorders every step).
-torch::Tensor window_of(const torch::Tensor& history, const torch::Tensor& x, const c10::optional<torch::Tensor>& order) {
+torch::Tensor window_of(const torch::Tensor& history, const torch::Tensor& x,
+                        const c10::optional<torch::Tensor>& order) {
   if (!order.has_value()) return at::cat({history, x}, 1);
   TORCH_CHECK(history.dim() == 2 && x.dim() == 2 && history.scalar_type() == x.scalar_type() &&
                   history.scalar_type() == torch::kFloat && history.stride(1) == 1,
@@ -280,7 +281,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            }),
            py::arg("convolve"), py::arg("history"), py::arg("residual"), py::arg("project_residual"),
            py::arg("project_in"), py::arg("project_out"));
-  py::class_<Step, std::shared_ptr<Step>>(m, "Step", "the decoder's step from the target embedding to the log-probabilities")
+  py::class_<Step, std::shared_ptr<Step>>(m, "Step",
+                                          "the decoder's step from the target embedding to the log-probabilities")
       .def(py::init<Rows, std::vector<Block>, Rows, Rows, const py::object&>(), py::arg("fc1"), py::arg("blocks"),
            py::arg("fc2"), py::arg("fc3"), py::arg("int8_api"));
   py::class_<Table>(m, "Table", "an embedding table as a function of indices")

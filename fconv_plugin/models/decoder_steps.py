@@ -229,8 +229,9 @@ def _give_source(state: DecodingState) -> None:
         state.compiled.set_source(None, None, None, None, 0.0, 1)
         return
     scale = source.length_scale
-    state.compiled.set_source(source.keys, source.values, source.padding_mask, scale if torch.is_tensor(scale) else None,
-                              scale if isinstance(scale, float) else 0.0, source.copies)
+    state.compiled.set_source(source.keys, source.values, source.padding_mask,
+                              scale if torch.is_tensor(scale) else None, scale if isinstance(scale, float) else 0.0,
+                              source.copies)
 
 
 def _compiled_rows(function: RowFunction):
