@@ -7,13 +7,16 @@ needs the standard library alone (no torch, fairseq, onnxruntime or fconv_plugin
 The directory::
 
     manifest.json    this manifest (FORMAT names its version)
-    encoder.onnx     src_tokens (batch x src_len, left-padded, ending in </s>) -> keys, values
-    decoder.onnx     one decoder step: prev_tokens, keys, values, padding_mask, [src_tokens,]
-                     token_penalty, beam_scores, state_0.. -> log_probs, cand_scores,
-                     cand_index, log_prob_sums, new_state_0.. (src_tokens: copying models
-                     only); prev_tokens, beam_scores and states hold sentences x beam
-                     hypotheses, the source inputs one row per sentence (format 2 had no
-                     candidates, format 1 one source row per hypothesis)
+    encoder.onnx     src_tokens (batch x src_len, left-padded, ending in </s>) -> keys,
+                     values, length_scale
+    decoder.onnx     one decoder step: tokens, position, keys, values, length_scale,
+                     padding_mask, [src_tokens,] token_penalty, beam_scores, state_0.. ->
+                     log_probs, cand_scores, cand_index, log_prob_sums, new_state_0..
+                     (src_tokens: copying models only); tokens (the newest), beam_scores
+                     and states hold sentences x beam hypotheses, the source inputs one
+                     row per sentence (format 3 read the whole prefix and computed the
+                     length scale at every step, format 2 had no candidates, format 1
+                     one source row per hypothesis)
     source.vocab     the source dictionary, one symbol per line in index order
     target.vocab     the target dictionary, likewise
     bpe.codes        subword-nmt's codes, when the model reads BPE
@@ -24,7 +27,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-FORMAT = "fconv-onnx/3"
+FORMAT = "fconv-onnx/4"
 MANIFEST_FILE = "manifest.json"
 ENCODER_FILE = "encoder.onnx"
 DECODER_FILE = "decoder.onnx"
@@ -33,12 +36,13 @@ TARGET_VOCABULARY_FILE = "target.vocab"
 BPE_CODES_FILE = "bpe.codes"
 
 ENCODER_INPUTS = ["src_tokens"]
-ENCODER_OUTPUTS = ["keys", "values"]
-DECODER_INPUTS = ["prev_tokens", "keys", "values", "padding_mask"]  # then one per decoder state
+ENCODER_OUTPUTS = ["keys", "values", "length_scale"]
+DECODER_INPUTS = ["tokens", "position", "keys", "values", "length_scale", "padding_mask"]
 COPY_INPUT = "src_tokens"  # a copying model's step reads its rows' source tokens, after padding_mask
-# beam search's rules for the step as one row added to every hypothesis' log-probabilities, and each
-# hypothesis' cumulative score: the step graph chooses every sentence's 2 x beam best candidates
-SEARCH_INPUTS = ["token_penalty", "beam_scores"]
+# beam search's rules for the step as one row added to every hypothesis' log-probabilities, each
+# hypothesis' cumulative score (the step graph chooses every sentence's 2 x beam best candidates),
+# and the beams' order: the previous step's row each hypothesis extends (the graph reorders the states)
+SEARCH_INPUTS = ["token_penalty", "beam_scores", "order"]
 # log-probabilities (rows x vocabulary); the candidates (sentences x 2·beam, best first: their
 # cumulative scores and flat indices beam · vocabulary + token); each row's sum of log-probabilities
 # (NaN or +inf where a row has NaN or +inf, which the candidates do not rule on); then the new states

@@ -58,27 +58,31 @@ class ExportedModel:
 
     def start(self, src_tokens: np.ndarray, copies: int) -> None:
         """Encode a batch (sentences x src_len, left-padded) for ``copies`` hypotheses a sentence."""
-        keys, values = self.encoder.run(None, {ENCODER_INPUTS[0]: src_tokens.astype(np.int64)})
+        keys, values, length_scale = self.encoder.run(None, {ENCODER_INPUTS[0]: src_tokens.astype(np.int64)})
         # each sentence's source, once for all its hypotheses, in the step's input order: keys,
-        # values, padding mask (and, for a copying model, the words its mixture copies from)
-        self.source = [keys, values, src_tokens == self.manifest.symbols.source_pad]
+        # values, length scale, padding mask (and, for a copying model, the words its mixture copies from)
+        self.source = [keys, values, length_scale, src_tokens == self.manifest.symbols.source_pad]
         if self.manifest.copying:
             self.source.append(src_tokens.astype(np.int64))
         self.copies = copies
         sentences = src_tokens.shape[0]
-        self.states: List[np.ndarray] = [np.zeros((sentences, copies, k, channels), np.float32)
+        self.states: List[np.ndarray] = [np.zeros((sentences * copies, k * channels), np.float32)
                                          for k, channels in self.state_shapes]
+        self.order: Optional[np.ndarray] = None  # the beams' order for the next step (None: as they are)
 
     def step(self, prev_tokens: np.ndarray, token_penalty: np.ndarray, beam_scores: np.ndarray):
-        """One step for every row (the sentences' hypotheses, sentence by sentence): every
-        sentence's best candidates as the graph chooses them (``token_penalty`` and
-        ``beam_scores`` as ``select_candidates`` in ``fconv_plugin/export/graphs.py``
-        documents them) and each row's sum of log-probabilities: (cand_scores, cand_index,
-        log_prob_sums)."""
-        by_sentence = prev_tokens.astype(np.int64).reshape(-1, self.copies, prev_tokens.shape[1])
-        feeds = dict(zip(self.inputs, (by_sentence, *self.source, token_penalty, beam_scores)))
+        """One step for every row (the sentences' hypotheses, sentence by sentence) of the
+        prefixes ``prev_tokens`` (rows x length, no padding): every sentence's best candidates
+        as the graph chooses them (``token_penalty`` and ``beam_scores`` as
+        ``select_candidates`` in ``fconv_plugin/export/graphs.py`` documents them) and each
+        row's sum of log-probabilities: (cand_scores, cand_index, log_prob_sums)."""
+        newest = prev_tokens[:, -1].astype(np.int64).reshape(-1, self.copies)
+        position = np.array(self.manifest.symbols.pad + prev_tokens.shape[1], np.int64)  # make_positions' number
+        order = np.arange(newest.size) if self.order is None else self.order
+        feeds = dict(zip(self.inputs, (newest, position, *self.source, token_penalty, beam_scores, order)))
         feeds.update(zip(self.state_names, self.states))
         cand_scores, cand_index, sums, *self.states = self.decoder.run(self.step_outputs, feeds)
+        self.order = None
         self.last_feeds = feeds
         return cand_scores, cand_index, sums
 
@@ -88,11 +92,11 @@ class ExportedModel:
         return self.decoder.run([DECODER_OUTPUTS[0]], self.last_feeds)[0]
 
     def reorder(self, order: np.ndarray, sentences_left: bool) -> None:
-        """Row i takes the state of row ``order[i]``; a hypothesis stays with its sentence, whose
-        keys, values, mask (and source tokens) move only when sentences left the batch."""
+        """Row i takes the state of row ``order[i]`` (the step graph gathers the states: the
+        order waits for the next step); a hypothesis stays with its sentence, whose keys,
+        values, length scale, mask (and source tokens) move only when sentences left the batch."""
         copies = self.copies
-        self.states = [state.reshape(-1, *state.shape[2:])[order].reshape(-1, copies, *state.shape[2:])
-                       for state in self.states]
+        self.order = order.astype(np.int64) if self.order is None else self.order[order]
         if sentences_left:
             kept = order.reshape(-1, copies)[:, 0] // copies
             self.source = [rows[kept] for rows in self.source]

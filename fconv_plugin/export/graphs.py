@@ -1,13 +1,16 @@
 """The two graphs of an exported model: the encoder, and one decoder step with its state explicit.
 
 Both run the plugin's own encoder and decoder (on a copy whose weight normalisation is
-folded, ``plain_layers.py``); the step graph fills the decoder's incremental state
-from its inputs and returns what the step left in it:
+folded, ``plain_layers.py``). The step graph is the inference core's step
+(``models/decoder_steps.py``, its Python form): matrices of rows, the newest tokens and
+their position number in, each layer one product with its bias (ONNX Gemm):
 
-- each decoder convolution with k > 1 keeps its last k - 1 inputs (``causal_convolution.py``);
+- each decoder convolution with k > 1 keeps its last k - 1 inputs, flattened per row
+  (``causal_convolution.py``);
 - every attention layer reads the same encoder outputs (§3.3): the keys z (batch x
-  embed x src_len) and the values (z + e) · √0.5, given once for all layers and once
-  per sentence, shared by its hypotheses;
+  embed x src_len), the values (z + e) · √0.5 and the length scale s · √(1/s) (§3.4),
+  computed by the encoder graph once per batch, given once for all layers and once per
+  sentence, shared by its hypotheses;
 - a copying (pointer-generator) model also reads the source tokens, which its mixture
   scatters the averaged attention onto (``pointer_generator.py``): one more input.
 
@@ -16,12 +19,13 @@ moves a sentence's keys and values only when sentences leave the batch.
 """
 
 import copy
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from torch import Tensor, nn
 
 from ..errors import FConvError
-from ..modules.attention import AttentionSource, source_length_scale
+from ..models.decoder_steps import DecoderSteps, DecodingState
+from ..modules.attention import AttentionSource
 from ..modules.causal_convolution import CausalConvolution
 from .plain_layers import fold_weight_norm_
 
@@ -41,63 +45,73 @@ def exportable_copy(model: nn.Module, int8: bool = False) -> nn.Module:
 
 
 class EncoderGraph(nn.Module):
-    """src_tokens (batch x src_len, left-padded, ending in EOS) → keys, values."""
+    """src_tokens (batch x src_len, left-padded, ending in EOS) → keys, values and each
+    sentence's length scale s · √(1/s) (batch x 1 x 1, §3.4): once per batch what every
+    step's attention reads, keys and values in the form its sums take them (int8's float64)."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.encoder = model.encoder
+        attention = [layer for layer in model.decoder.attention if layer is not None]
+        self.sums = attention[0].sums if attention else None
 
-    def forward(self, src_tokens: Tensor) -> Tuple[Tensor, Tensor]:
+    def forward(self, src_tokens: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
         # the mask always: one graph serves padded and unpadded batches
         out = self.encoder.encode(src_tokens, src_tokens.eq(self.encoder.padding_idx))
         source = AttentionSource.from_encoder(out["encoder_out"], out["encoder_padding_mask"])
-        return source.keys, source.values
+        if self.sums is not None:
+            source = source.summed_by(self.sums)
+        return source.keys, source.values, source.length_scale
 
 
 class DecoderStepGraph(nn.Module):
-    """One step of beam search for every hypothesis of every sentence.
+    """One step of beam search for every hypothesis of every sentence: the inference core's
+    decoder step (``DecoderSteps``, its Python form: matrices of rows, the newest tokens in).
 
-    Inputs: the tokens so far (sentences x copies x t, starting with EOS; copies: the
-    beam), each sentence's keys and values, its padding mask (sentences x src_len, True
-    at padding), for a copying model its source tokens (sentences x src_len), the search's
-    inputs (``select_candidates``), and each convolution's state (sentences x copies x
-    (k - 1) x in_channels). Outputs: log-probabilities of the next token (sentences ·
-    copies x vocabulary), the candidates, then every convolution's new state. A
-    sentence's hypotheses attend through one product against its one copy of the keys
-    and values (``AttentionSource`` with ``copies``), as the torch model does in beam
-    search.
+    Inputs: the newest tokens (sentences x copies; copies: the beam) and their position
+    number (0-dim, as ``make_positions`` numbers it), each sentence's keys, values, length
+    scale and padding mask (sentences x src_len, True at padding), for a copying model its
+    source tokens (sentences x src_len), the search's inputs (``select_candidates``), the
+    beams' order (sentences · copies: row r extends the previous step's row order[r]), and
+    each block's history as the previous step left it (its rows x (k - 1) · in_channels,
+    oldest input first). Outputs: log-probabilities of the next token (sentences · copies
+    x vocabulary), the candidates, then every history's next value (sentences · copies
+    rows): a runtime passes them back without touching them. A sentence's hypotheses attend through one
+    product against its one copy of the keys and values (``AttentionSource`` with
+    ``copies``), as the torch model does in beam search.
     """
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.decoder = model.decoder
-        self.stateful = [conv for conv in self.decoder.convolutions if conv.kernel_size > 1]
-        if any(isinstance(conv, CausalConvolution) for conv in self.stateful):  # conv_tbc: no ONNX translation
+        if any(isinstance(conv, CausalConvolution) for conv in self.decoder.convolutions):  # conv_tbc: no ONNX translation
             raise FConvError("the decoder step graph needs the plain convolutions; build it from exportable_copy(model)")
+        self.steps = DecoderSteps(model, compiled=False)
+        self.kept = [index for index, width in enumerate(self.steps.history_widths()) if width]
 
     def state_shapes(self) -> List[Tuple[int, int]]:
-        """(k - 1, in_channels) of each state input, in order."""
-        return [(conv.kernel_size - 1, conv.in_channels) for conv in self.stateful]
+        """(k - 1, in_channels) of each state input, in order: blocks with k > 1."""
+        plans = [self.decoder.plans[index] for index in self.kept]
+        return [(plan.kernel_size - 1, plan.in_channels) for plan in plans]
 
     @property
     def copying(self) -> bool:
         """Whether the step reads the source tokens (a pointer-generator model)."""
         return getattr(self.decoder, "pointer_generator", None) is not None
 
-    def forward(self, prev_tokens: Tensor, keys: Tensor, values: Tensor, padding_mask: Tensor, *rest: Tensor):
-        sentences, copies = prev_tokens.shape[:2]
+    def forward(self, tokens: Tensor, position: Tensor, keys: Tensor, values: Tensor, length_scale: Tensor,
+                padding_mask: Tensor, *rest: Tensor):
+        sentences, copies = tokens.shape
         source_tokens, rest = (rest[0], rest[1:]) if self.copying else (None, rest)
-        token_penalty, beam_scores, states = rest[0], rest[1], rest[2:]
-        incremental_state = {}
-        for conv, state in zip(self.stateful, states):
-            conv.set_input_history(incremental_state, state.flatten(0, 1))
-        source = AttentionSource(keys=keys, values=values, padding_mask=padding_mask,
-                                 length_scale=source_length_scale(values, padding_mask), copies=copies,
-                                 tokens=source_tokens)
-        self.decoder.cache_attention_source(incremental_state, source)
-        logits, _ = self.decoder(prev_tokens.flatten(0, 1), incremental_state=incremental_state)
-        log_probs = self.decoder.get_normalized_probs((logits, None), log_probs=True)[:, -1, :]
-        new_states = [conv.input_history(incremental_state).unflatten(0, (sentences, copies)) for conv in self.stateful]
+        token_penalty, beam_scores, order, states = rest[0], rest[1], rest[2], rest[3:]
+        histories: List[Optional[Tensor]] = [None] * len(self.decoder.plans)
+        for index, state in zip(self.kept, states):  # each row's history: the one its hypothesis extends
+            histories[index] = state.index_select(0, order)
+        source = AttentionSource(keys=keys, values=values, padding_mask=padding_mask, length_scale=length_scale,
+                                 copies=copies, tokens=source_tokens)
+        state = DecodingState(self.steps.layers(), source, histories)
+        log_probs, _ = self.steps.step(state, tokens.flatten(), position, attention=False)
+        new_states = [state.histories[index] for index in self.kept]
         return (log_probs, *select_candidates(log_probs, token_penalty, beam_scores), *new_states)
 
 

@@ -21,6 +21,7 @@ import shutil
 import sys
 import warnings
 
+import numpy
 import torch
 from fconv_onnx import manifest as spec
 
@@ -81,13 +82,13 @@ def load_model(checkpoint: str, data_bin: str, source_lang: str = None, target_l
 
 
 def _example_inputs(model, task):
-    """Two left-padded sentences and a three-token prefix per hypothesis: shapes for tracing."""
+    """Two left-padded sentences and the newest token of two hypotheses each: shapes for tracing."""
     src, tgt = task.source_dictionary, task.target_dictionary
     first = src.nspecial
     src_tokens = torch.tensor([[src.pad(), src.pad(), first, first + 1, src.eos()],
                                [first, first + 1, first + 2, first + 3, src.eos()]])
-    prev_tokens = torch.tensor([[[tgt.eos(), tgt.nspecial, tgt.nspecial + 1]] * 2] * 2)  # 2 sentences x 2 copies
-    return src_tokens, prev_tokens
+    tokens = torch.tensor([[tgt.nspecial, tgt.nspecial + 1]] * 2)  # 2 sentences x 2 copies
+    return src_tokens, tokens
 
 
 def int_mm_as_matmul_integer(a, b):
@@ -111,14 +112,13 @@ def export_graphs(model, task, directory: str, int8: bool = False) -> list:
     model = exportable_copy(model, int8=int8)
     translations = {torch.ops.aten._int_mm.default: int_mm_as_matmul_integer}
     encoder, step = EncoderGraph(model), DecoderStepGraph(model)
-    src_tokens, prev_tokens = _example_inputs(model, task)
+    src_tokens, tokens = _example_inputs(model, task)
     max_source = int(min(model.encoder.max_positions(), 100_000))
-    max_target = int(min(model.decoder.max_positions(), 100_000))
     batch, src_len = torch.export.Dim("batch", min=1), torch.export.Dim("src_len", min=1, max=max_source)
-    steps = torch.export.Dim("steps", min=1, max=max_target)
     # a sentence's hypotheses: traced with two or more (one more product per sentence), the
     # graph takes one as well (beam 1)
     copies = torch.export.Dim("copies", min=2)
+    rows_now, rows_before = torch.export.Dim("rows", min=1), torch.export.Dim("previous_rows", min=1)
     with torch.no_grad(), _loggers_at(_EXPORTER_LOGS), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
@@ -127,27 +127,43 @@ def export_graphs(model, task, directory: str, int8: bool = False) -> list:
             dynamic_shapes={"src_tokens": {0: batch, 1: src_len}}, external_data=False, verbose=False,
             custom_translation_table=translations,
         )
-        keys, values = encoder(src_tokens)
+        # the step is traced with the source as the encoder graph gives it (int8's float64 keys and
+        # values: eager torch keeps float32 where its compiled loops run)
+        keys, values, length_scale = (output.to(dtype) for output, dtype in
+                                      zip(encoder(src_tokens), _output_dtypes(os.path.join(directory, spec.ENCODER_FILE))))
         padding_mask = src_tokens.eq(task.source_dictionary.pad())
+        position = torch.tensor(model.decoder.padding_idx + 3)  # the third target token's
         copied = (src_tokens,) if step.copying else ()
-        search = (torch.zeros(len(task.target_dictionary)), torch.zeros(*prev_tokens.shape[:2]))
-        states = [torch.zeros(*prev_tokens.shape[:2], k, channels) for k, channels in step.state_shapes()]
+        rows = tokens.numel()
+        search = (torch.zeros(len(task.target_dictionary)), torch.zeros(*tokens.shape), torch.arange(rows).flip(0))
+        states = [torch.zeros(rows + 1, k * channels) for k, channels in step.state_shapes()]  # a row more: the
+        # previous step's rows are as many as its hypotheses, before sentences left
         state_inputs, state_outputs = spec.state_names(len(states))
         torch.onnx.export(
-            step, (prev_tokens, keys, values, padding_mask, *copied, *search, *states),
+            step, (tokens, position, keys, values, length_scale, padding_mask, *copied, *search, *states),
             os.path.join(directory, spec.DECODER_FILE),
             dynamo=True, opset_version=OPSET,
             input_names=[*spec.decoder_inputs(step.copying), *state_inputs],
             output_names=[*spec.DECODER_OUTPUTS, *state_outputs],
-            dynamic_shapes=({0: batch, 1: copies, 2: steps}, {0: batch, 2: src_len}, {0: batch, 1: src_len},
+            dynamic_shapes=({0: batch, 1: copies}, None, {0: batch, 2: src_len}, {0: batch, 1: src_len}, {0: batch},
                             {0: batch, 1: src_len},
-                            (*({0: batch, 1: src_len} for _ in copied), None, {0: batch, 1: copies},
-                             *({0: batch, 1: copies} for _ in states))),
+                            (*({0: batch, 1: src_len} for _ in copied), None, {0: batch, 1: copies}, {0: rows_now},
+                             *({0: rows_before} for _ in states))),
             external_data=False, verbose=False, custom_translation_table=translations,
         )
     for name in (spec.ENCODER_FILE, spec.DECODER_FILE):
         _strip_node_metadata(os.path.join(directory, name))
     return step.state_shapes()
+
+
+def _output_dtypes(path: str) -> list:
+    """The torch dtypes of an ONNX graph's outputs."""
+    import onnx
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    graph = onnx.load(path, load_external_data=False).graph
+    return [torch.from_numpy(numpy.zeros(0, tensor_dtype_to_np_dtype(output.type.tensor_type.elem_type))).dtype
+            for output in graph.output]
 
 
 def _strip_node_metadata(path: str) -> None:

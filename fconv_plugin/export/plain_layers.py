@@ -28,6 +28,11 @@ class PlainLinear(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return F.linear(x, self.weight, self.bias)
 
+    def row_function(self):
+        """rows x in ↦ rows x out (the decoder step's form, ``models/decoder_steps.py``): one
+        ONNX Gemm with its bias."""
+        return self
+
 
 class PlainConvTBC(nn.Module):
     """The encoder's convolution over time x batch x channel as one product of every
@@ -50,6 +55,11 @@ class PlainConvTBC(nn.Module):
 
     def window_product(self, windows: Tensor) -> Tensor:
         return F.linear(windows, self.flat_weight, self.bias)
+
+    def row_function(self):
+        """Flattened windows (rows x k · in, oldest input first) ↦ rows x out: the decoder
+        step's form of the causal convolution."""
+        return self.window_product
 
 
 class PlainCausalConvolution(CausalWindow, PlainConvTBC):

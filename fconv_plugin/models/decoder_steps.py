@@ -21,7 +21,7 @@ the attention's sums), a GPU, or an exporter's trace runs the Python step below.
 """
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -102,10 +102,9 @@ class DecoderSteps:
     def supports(model) -> bool:
         return isinstance(getattr(model, "decoder", None), FConvDecoder)
 
-    def start(self, encoder_out) -> DecodingState:
+    def layers(self) -> _Layers:
+        """The decoder's layers as functions of a matrix of rows, looked up now (once per search)."""
         decoder = self.decoder
-        if decoder.training:
-            raise FConvError("the decoder is in training mode (dropout on); call model.eval() before generating")
         blocks = [
             _Block(
                 convolve=row_function(convolution),
@@ -119,28 +118,42 @@ class DecoderSteps:
             for plan, projection, convolution, attention in zip(
                 decoder.plans, decoder.projections, decoder.convolutions, decoder.attention)
         ]
-        layers = _Layers(row_function(decoder.fc1), blocks, row_function(decoder.fc2), row_function(decoder.fc3))
+        return _Layers(row_function(decoder.fc1), blocks, row_function(decoder.fc2), row_function(decoder.fc3))
+
+    def history_widths(self) -> List[int]:
+        """Each block's history width, (k - 1) · in_channels (0: a block with k = 1 keeps none)."""
+        return [(plan.kernel_size - 1) * plan.in_channels for plan in self.decoder.plans]
+
+    def start(self, encoder_out) -> DecodingState:
+        decoder = self.decoder
+        if decoder.training:
+            raise FConvError("the decoder is in training mode (dropout on); call model.eval() before generating")
+        layers = self.layers()
         keys = encoder_out["encoder_out"][0]
         rows = keys.size(0) if encoder_out.get("rows") is None else encoder_out["rows"].numel()
         source = decoder.attention_source(encoder_out, incremental=True) if decoder.num_attention_layers else None
-        histories = [
-            keys.new_zeros(rows, block.history * plan.in_channels) if block.history else None
-            for block, plan in zip(blocks, decoder.plans)
-        ]
+        histories = [keys.new_zeros(rows, width) if width else None for width in self.history_widths()]
         compiled = _compiled_decoding(decoder, layers, keys, histories, source) if self.compiled else None
         return DecodingState(layers, source, None if compiled is not None else histories, compiled)
 
     def log_probs(self, state: DecodingState, tokens: Tensor, attention: bool) -> Tuple[Tensor, Optional[Tensor]]:
         """log p(y_{i+1} | y_1..y_i, x) for every row of ``tokens`` (rows x i, the prefix so
         far) and, when ``attention``, the attention averaged over the layers (rows x src)."""
-        decoder, layers = self.decoder, state.layers
-        last = tokens[:, -1]
         # prefixes hold no padding: position i of each (make_positions' numbering)
+        return self.step(state, tokens[:, -1], self.decoder.padding_idx + tokens.size(1), attention)
+
+    def step(self, state: DecodingState, last: Tensor, position: Union[int, Tensor],
+             attention: bool) -> Tuple[Tensor, Optional[Tensor]]:
+        """``log_probs`` from the newest tokens (rows) at their position number (as
+        ``make_positions`` numbers it: padding_idx + the prefix's length), an int or, in an
+        exported graph, a 0-dim tensor."""
+        decoder, layers = self.decoder, state.layers
         if state.compiled is not None:
-            return state.compiled.log_probs(last, decoder.padding_idx + tokens.size(1), attention)
+            return state.compiled.log_probs(last, position, attention)
         x = decoder.embed_tokens(last)
         if decoder.embed_positions is not None:
-            x = x + decoder.embed_positions.at(torch.full_like(last, decoder.padding_idx + tokens.size(1)))
+            positions = position.expand_as(last) if torch.is_tensor(position) else torch.full_like(last, position)
+            x = x + decoder.embed_positions.at(positions)
         target_embedding = x
         x = layers.fc1(x)
         block_outputs = [x]

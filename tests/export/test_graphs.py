@@ -34,19 +34,22 @@ def _hypotheses(src, lengths, copies, tgt_length, seed):
     return sources, source_lengths, prev
 
 
-def _step_log_probs(decoder, keys, values, src, prev, copies, shapes, copying=False, search=None):
-    """The step graph run token by token over ``prev`` (sentences · copies x t): log-probabilities per step
-    (with ``search``, a function of the step giving the search's inputs: and the candidates and sums)."""
+def _step_log_probs(decoder, source, src, prev, copies, shapes, copying=False, search=None):
+    """The step graph run token by token over ``prev`` (sentences · copies x t) with the encoder
+    graph's ``source`` (keys, values, length scales): log-probabilities per step (with ``search``, a
+    function of the step giving the search's inputs: and the candidates and sums)."""
     sentences = src.size(0)
-    states = [np.zeros((sentences, copies, k, channels), np.float32) for k, channels in shapes]
+    states = [np.zeros((sentences * copies, k * channels), np.float32) for k, channels in shapes]
     by_sentence = prev.view(sentences, copies, -1).numpy()
+    keys, values, length_scale = source
     copied = {"src_tokens": src.numpy()} if copying else {}
     for t in range(prev.size(1)):
         token_penalty, beam_scores = (search or _no_rules(decoder))(t, sentences, copies)
         log_probs, cand_scores, cand_index, sums, *states = decoder.run(None, {
-            "prev_tokens": by_sentence[:, :, : t + 1], "keys": keys, "values": values,
-            "padding_mask": src.eq(SRC.pad()).numpy(), **copied, "token_penalty": token_penalty,
-            "beam_scores": beam_scores, **{f"state_{i}": s for i, s in enumerate(states)}})
+            "tokens": by_sentence[:, :, t], "position": np.array(TGT.pad() + t + 1), "keys": keys, "values": values,
+            "length_scale": length_scale, "padding_mask": src.eq(SRC.pad()).numpy(), **copied,
+            "token_penalty": token_penalty, "beam_scores": beam_scores, "order": np.arange(sentences * copies),
+            **{f"state_{i}": s for i, s in enumerate(states)}})
         yield (t, log_probs, (cand_scores, cand_index, sums)) if search else (t, log_probs)
 
 
@@ -66,12 +69,15 @@ def test_encoder_and_decoder_steps_give_fairseqs_log_probabilities(exported, src
     with torch.no_grad():
         expected = reference.get_normalized_probs(reference(sources, source_lengths, prev), log_probs=True).numpy()
         z = reference.encoder(src, lengths)["encoder_out"][0].numpy()
-    keys, values = sessions["encoder"].run(None, {"src_tokens": src.numpy()})
+    source = sessions["encoder"].run(None, {"src_tokens": src.numpy()})
+    keys = source[0]
     assert keys.shape == (len(src_lengths), SMALL["encoder_embed_dim"], src.size(1))
     assert np.allclose(keys.transpose(0, 2, 1), z, atol=1e-5)
+    # s · √(1/s) for each sentence's s unpadded source tokens (§3.4)
+    assert np.allclose(source[2].ravel(), np.sqrt(lengths.numpy().astype(np.float64)), rtol=1e-6)
     # decoder layers (32, 3), (48, 2), (48, 1): the last k - 1 inputs of width 32 (fc1's), then 32; none for k = 1
     assert shapes == [(2, 32), (1, 32)]
-    for t, log_probs in _step_log_probs(sessions["decoder"], keys, values, src, prev, copies, shapes):
+    for t, log_probs in _step_log_probs(sessions["decoder"], source, src, prev, copies, shapes):
         assert np.allclose(log_probs, expected[:, t], atol=1e-4), t
 
 
@@ -88,13 +94,14 @@ def test_a_copying_models_step_reads_the_source_tokens_and_gives_the_models_log_
     shapes = export_graphs(model, DictionaryTask(SRC, SRC), str(tmp_path))
     encoder, decoder = (onnxruntime.InferenceSession(str(tmp_path / f"{name}.onnx"), providers=["CPUExecutionProvider"])
                         for name in ("encoder", "decoder"))
-    assert [i.name for i in decoder.get_inputs()][:5] == ["prev_tokens", "keys", "values", "padding_mask", "src_tokens"]
+    assert [i.name for i in decoder.get_inputs()][:7] == ["tokens", "position", "keys", "values", "length_scale",
+                                                          "padding_mask", "src_tokens"]
     copies = 2  # each sentence's two hypotheses copy from its one row of source tokens
     sources, source_lengths, prev = _hypotheses(src, lengths, copies, 5, seed=4)
     with torch.no_grad():
         expected = model.get_normalized_probs(model(sources, source_lengths, prev), log_probs=True).numpy()
-    keys, values = encoder.run(None, {"src_tokens": src.numpy()})
-    for t, log_probs in _step_log_probs(decoder, keys, values, src, prev, copies, shapes, copying=True):
+    source = encoder.run(None, {"src_tokens": src.numpy()})
+    for t, log_probs in _step_log_probs(decoder, source, src, prev, copies, shapes, copying=True):
         assert np.isfinite(log_probs).all() and np.allclose(log_probs, expected[:, t], atol=1e-4), t
 
 
@@ -112,8 +119,8 @@ def test_int8_graphs_give_the_torch_int8_models_log_probabilities(tmp_path, copi
     sources, source_lengths, prev = _hypotheses(src, lengths, copies, 6, seed=6)
     with torch.no_grad():
         expected = model.get_normalized_probs(model(sources, source_lengths, prev), log_probs=True).numpy()
-    keys, values = encoder.run(None, {"src_tokens": src.numpy()})
-    for t, log_probs in _step_log_probs(decoder, keys, values, src, prev, copies, shapes):
+    source = encoder.run(None, {"src_tokens": src.numpy()})
+    for t, log_probs in _step_log_probs(decoder, source, src, prev, copies, shapes):
         assert np.abs(log_probs - expected[:, t]).max() < 1e-5, t
 
 
@@ -129,7 +136,8 @@ def test_the_step_graph_chooses_each_sentences_best_candidates(exported):
     src, lengths, _, _ = translation_batch(SRC, TGT, [6, 2, 8], [1, 1, 1], seed=7)
     copies = 3
     _, _, prev = _hypotheses(src, lengths, copies, 5, seed=8)
-    keys, values = sessions["encoder"].run(None, {"src_tokens": src.numpy()})
+    source = sessions["encoder"].run(None, {"src_tokens": src.numpy()})
+
     def search(t, sentences, copies):
         penalty = np.zeros(len(TGT), np.float32)
         penalty[TGT.pad()], penalty[TGT.unk()], penalty[TGT.eos()] = -np.inf, -1.25, -np.inf if t < 2 else 0.0
@@ -143,7 +151,7 @@ def test_the_step_graph_chooses_each_sentences_best_candidates(exported):
         return penalty, beam_scores
 
     for t, log_probs, (cand_scores, cand_index, sums) in _step_log_probs(
-            sessions["decoder"], keys, values, src, prev, copies, shapes, search=search):
+            sessions["decoder"], source, src, prev, copies, shapes, search=search):
         penalty, beam_scores = search(t, src.size(0), copies)
         flat = ((log_probs + penalty).reshape(src.size(0), copies, -1) + beam_scores[:, :, None]).reshape(src.size(0), -1)
         order = np.lexsort((np.broadcast_to(np.arange(flat.shape[1]), flat.shape), -flat), axis=1)[:, : 2 * copies]
@@ -159,3 +167,26 @@ def test_the_step_graph_needs_the_folded_copy():
     with pytest.raises(FConvError, match="exportable_copy"):
         DecoderStepGraph(model)
     EncoderGraph(exportable_copy(model))  # the encoder has no state to check
+
+
+def test_the_step_graph_gathers_the_states_in_the_beams_order(exported):
+    """A step given the beams' order (row r extends the previous step's row order[r], and
+    sentences may have left: fewer rows than before) gives what the same step gives on the
+    states reordered beforehand."""
+    _, sessions, shapes = exported
+    src, _, _, _ = translation_batch(SRC, TGT, [6, 4], [1, 1], seed=9)
+    copies, rows_before = 3, 9  # a third sentence has left
+    rng = np.random.default_rng(9)
+    states = [rng.standard_normal((rows_before, k * channels)).astype(np.float32) for k, channels in shapes]
+    order = np.array([2, 2, 0, 7, 6, 6])
+    source = sessions["encoder"].run(None, {"src_tokens": src.numpy()})
+    feeds = {"tokens": rng.integers(TGT.nspecial, len(TGT), (2, copies)), "position": np.array(TGT.pad() + 4),
+             "keys": source[0], "values": source[1], "length_scale": source[2],
+             "padding_mask": src.eq(SRC.pad()).numpy(), "token_penalty": np.zeros(len(TGT), np.float32),
+             "beam_scores": np.zeros((2, copies), np.float32)}
+    gathered = sessions["decoder"].run(None, {**feeds, "order": order,
+                                              **{f"state_{i}": s for i, s in enumerate(states)}})
+    beforehand = sessions["decoder"].run(None, {**feeds, "order": np.arange(6),
+                                                **{f"state_{i}": s[order] for i, s in enumerate(states)}})
+    assert all(np.array_equal(a, b) for a, b in zip(gathered, beforehand))
+    assert gathered[4].shape == (6, shapes[0][0] * shapes[0][1])
