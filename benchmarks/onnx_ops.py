@@ -21,12 +21,21 @@ once per step in ``fconv_onnx``) is not counted. An onnxruntime run includes its
 Python (an ``Identity`` run is printed as the floor). Reported: microseconds per call (median of the repetitions) and torch's time over
 onnxruntime's (below 1: torch is faster).
 
-    .venv/bin/python benchmarks/onnx_ops.py [--repeats 5]
+With a quickstart run (``--run``), the whole step too: the run's model exported by
+fconv-export (float32) against the core's compiled step (``DecoderSteps``, as its search
+calls it), for 1, 4 and 16 sentences of 5 hypotheses at the 12th target position. The
+onnxruntime step also chooses the candidates (its ``TopK``), and its pool is woken once per
+step as ``fconv_onnx`` runs it (``session.force_spinning_stop``).
+
+    .venv/bin/python benchmarks/onnx_ops.py [--repeats 5] [--run examples/bible_es_en/runs/latest]
 """
 
 import argparse
 import statistics
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import onnxruntime
@@ -98,6 +107,49 @@ def cases(threads: int, rng: np.random.Generator):
     return found
 
 
+def whole_steps(run: Path, directory: Path, threads: int):
+    """(sentences, onnxruntime step, torch step) for the run's model at 1, 4 and 16 sentences."""
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root))
+    sys.path.insert(0, str(root / "benchmarks"))
+    from step_overhead import state_at_step  # the core's state after 11 steps of random tokens
+    from vs_ctranslate2 import fconv_export
+
+    from fconv_onnx.model import ExportedModel
+    from fconv_plugin.inference import Translator
+    from fconv_plugin.models.decoder_steps import DecoderSteps
+
+    fconv_export(run, directory, int8=False)
+    exported = ExportedModel(str(directory), threads=threads)
+    translator = Translator.from_pretrained(run / "checkpoints" / "checkpoint_best.pt", run / "data-bin", cpu=True)
+    model = translator.models[0]
+    found, started = [], [None]
+    for sentences in (1, 4, 16):
+        with torch.no_grad():
+            encoder_out, prefix, _ = state_at_step(model, translator.task, sentences)
+            steps = DecoderSteps(model)
+            state = steps.start(encoder_out)
+        source = np.random.default_rng(sentences).integers(4,
+                                                             len(exported.source_vocabulary), (sentences, SOURCE))  # past the specials
+        source[:, -1] = exported.manifest.symbols.source_eos
+        penalty = np.zeros(exported.vocabulary_size, np.float32)
+        scores = np.zeros((sentences, BEAM), np.float32)
+        tokens = prefix.numpy()
+
+        def ort_step(source=source, scores=scores, tokens=tokens):
+            if started[0] is not source:  # this batch's encoding and zero states, once
+                exported.start(source, BEAM)
+                started[0] = source
+            exported.step(tokens, penalty, scores)
+
+        def torch_step(state=state, prefix=prefix):
+            with torch.no_grad():
+                steps.log_probs(state, prefix, False)
+
+        found.append((f"whole step, {sentences} sentences", ort_step, torch_step))
+    return found
+
+
 def per_call_us(function, calls: int) -> float:
     for _ in range(calls // 10):
         function()
@@ -111,13 +163,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--calls", type=int, default=500, help="calls timed in each repetition")
+    parser.add_argument("--run", type=Path, help="a quickstart run directory: its whole step as well")
     args = parser.parse_args()
+    work = tempfile.TemporaryDirectory()
     print(f"onnxruntime {onnxruntime.__version__}, torch {torch.__version__}; {SENTENCES} sentences x {BEAM} "
           f"hypotheses, source {SOURCE}; microseconds per call, median of {args.repeats}")
     for threads in (1, 2):
         torch.set_num_threads(threads)
         rng = np.random.default_rng(0)
         found = cases(threads, rng)
+        if args.run:
+            found += whole_steps(args.run, Path(work.name) / f"exported-{threads}", threads)
         times = {name: ([], []) for name, _, _ in found}
         for repeat in range(args.repeats):
             for name, *calls in (found if repeat % 2 == 0 else reversed(found)):
