@@ -12,7 +12,9 @@ compiled step makes), taking turns in one process, with 1 and 2 threads:
   keys (5 x 256 by 256 x 40) and of the values (5 x 40 by 40 x 256): ONNX batched
   ``MatMul``, torch ``bmm``;
 - one attention layer's whole read (scores, mask, softmax, context): four ONNX nodes
-  against torch's ``bmm``, ``masked_fill``, ``softmax``, ``bmm``;
+  against torch's ``bmm``, ``masked_fill``, ``softmax``, ``bmm``; and onnxruntime's other
+  forms of them (the contrib ``FusedMatMul`` with the keys transposed, ``Einsum``, the
+  contrib ``MultiHeadAttention``);
 - the log-softmax over 80 x 4,576 and the candidates' top-k over 16 x (5 · 4,576).
 
 Each timing is followed by a pause, so that no thread pool still spins for work while the
@@ -50,7 +52,7 @@ FLOAT = TensorProto.FLOAT
 def session(nodes, inputs, output, threads, initializers=()):
     graph = helper.make_graph(nodes, "op", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
                               [helper.make_tensor_value_info(output, FLOAT, None)], list(initializers))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)])
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.log_severity_level = 3
@@ -90,6 +92,25 @@ def cases(threads: int, rng: np.random.Generator):
                     ("m", TensorProto.BOOL, list(mask.shape)), ("v", FLOAT, list(values.shape))], "y", threads,
                    [numpy_helper.from_array(np.array(-np.inf, np.float32), "ninf")])
     found.append(("one attention read", lambda: read.run(None, {"q": query, "k": keys, "m": mask, "v": values}),
+                  lambda: torch.bmm(torch.bmm(q, k).masked_fill(m, float("-inf")).softmax(-1), v)))
+    # other ways onnxruntime has of the same products: the keys transposed for the contrib
+    # FusedMatMul, an Einsum, and the contrib MultiHeadAttention for the whole read (one head,
+    # no scaling, the mask as a key padding mask)
+    keys_t = np.ascontiguousarray(keys.transpose(0, 2, 1))
+    fused = session([helper.make_node("FusedMatMul", ["q", "kt"], ["y"], domain="com.microsoft", transB=1)],
+                    [("q", FLOAT, list(query.shape)), ("kt", FLOAT, list(keys_t.shape))], "y", threads)
+    found.append(("  ... as FusedMatMul, keys^T", lambda: fused.run(None, {"q": query, "kt": keys_t}),
+                  lambda: torch.bmm(q, k)))
+    einsum = session([helper.make_node("Einsum", ["q", "k"], ["y"], equation="sce,sel->scl")],
+                     [("q", FLOAT, list(query.shape)), ("k", FLOAT, list(keys.shape))], "y", threads)
+    found.append(("  ... as Einsum", lambda: einsum.run(None, {"q": query, "k": keys}), lambda: torch.bmm(q, k)))
+    unmasked = (~mask[:, 0, :]).astype(np.int32)
+    attention = session([helper.make_node("MultiHeadAttention", ["q", "kt", "v", "", "m"], ["y"], domain="com.microsoft",
+                                          num_heads=1, scale=1.0)],
+                        [("q", FLOAT, list(query.shape)), ("kt", FLOAT, list(keys_t.shape)),
+                         ("v", FLOAT, list(values.shape)), ("m", TensorProto.INT32, list(unmasked.shape))], "y", threads)
+    found.append(("  ... as MultiHeadAttention", lambda: attention.run(None, {"q": query, "kt": keys_t, "v": values,
+                                                                             "m": unmasked}),
                   lambda: torch.bmm(torch.bmm(q, k).masked_fill(m, float("-inf")).softmax(-1), v)))
     logits = (rng.standard_normal((ROWS, VOCABULARY)) * 3).astype(np.float32)
     logits_t = torch.from_numpy(logits)
@@ -183,11 +204,11 @@ def main():
                     # while the next is timed; each spins between its own calls, as onnxruntime's
                     # spins between the nodes of one step
                     time.sleep(0.2)
-        print(f"\n{threads} thread(s)      {'operation':26s} {'onnxruntime':>11} {'torch':>8} {'torch/ort':>9}")
+        print(f"\n{threads} thread(s)      {'operation':30s} {'onnxruntime':>11} {'torch':>8} {'torch/ort':>9}")
         for name, (ort_times, torch_times) in times.items():
             ort_us, torch_us = statistics.median(ort_times), statistics.median(torch_times)
             ratio = f"{torch_us / ort_us:9.2f}" if not name.startswith("(") else ""
-            print(f"{'':17s}{name:26s} {ort_us:11.1f} {torch_us:8.1f} {ratio}")
+            print(f"{'':17s}{name:30s} {ort_us:11.1f} {torch_us:8.1f} {ratio}")
 
 
 if __name__ == "__main__":
