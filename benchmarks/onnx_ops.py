@@ -18,10 +18,11 @@ compiled step makes), taking turns in one process, with 1 and 2 threads:
 - the log-softmax over 80 x 4,576 and the candidates' top-k over 16 x (5 · 4,576).
 
 Each timing is followed by a pause, so that no thread pool still spins for work while the
-next runs; within a timing the pool spins between calls as within one step: a step's waking of onnxruntime's pool (``session.force_spinning_stop``,
-once per step in ``fconv_onnx``) is not counted. An onnxruntime run includes its call from
-Python (an ``Identity`` run is printed as the floor). Reported: microseconds per call (median of the repetitions) and torch's time over
-onnxruntime's (below 1: torch is faster).
+next runs; within a timing the pool spins between calls as within one step: a step's
+waking of onnxruntime's pool (``session.force_spinning_stop``, once per step in
+``fconv_onnx``) is not counted. An onnxruntime run includes its call from Python (an
+``Identity`` run is printed as the floor). Reported: microseconds per call (median of the
+repetitions) and torch's time over onnxruntime's (below 1: torch is faster).
 
 With a quickstart run (``--run``), the whole step too: the run's model exported by
 fconv-export (float32) against the core's compiled step (``DecoderSteps``, as its search
@@ -52,7 +53,8 @@ FLOAT = TensorProto.FLOAT
 def session(nodes, inputs, output, threads, initializers=()):
     graph = helper.make_graph(nodes, "op", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
                               [helper.make_tensor_value_info(output, FLOAT, None)], list(initializers))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)])
+    opsets = [helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)]  # and onnxruntime's contrib
+    model = helper.make_model(graph, opset_imports=opsets)
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.log_severity_level = 3
@@ -105,10 +107,11 @@ def cases(threads: int, rng: np.random.Generator):
                      [("q", FLOAT, list(query.shape)), ("k", FLOAT, list(keys.shape))], "y", threads)
     found.append(("  ... as Einsum", lambda: einsum.run(None, {"q": query, "k": keys}), lambda: torch.bmm(q, k)))
     unmasked = (~mask[:, 0, :]).astype(np.int32)
-    attention = session([helper.make_node("MultiHeadAttention", ["q", "kt", "v", "", "m"], ["y"], domain="com.microsoft",
-                                          num_heads=1, scale=1.0)],
+    attention = session([helper.make_node("MultiHeadAttention", ["q", "kt", "v", "", "m"], ["y"],
+                                          domain="com.microsoft", num_heads=1, scale=1.0)],
                         [("q", FLOAT, list(query.shape)), ("kt", FLOAT, list(keys_t.shape)),
-                         ("v", FLOAT, list(values.shape)), ("m", TensorProto.INT32, list(unmasked.shape))], "y", threads)
+                         ("v", FLOAT, list(values.shape)), ("m", TensorProto.INT32, list(unmasked.shape))],
+                        "y", threads)
     found.append(("  ... as MultiHeadAttention", lambda: attention.run(None, {"q": query, "kt": keys_t, "v": values,
                                                                              "m": unmasked}),
                   lambda: torch.bmm(torch.bmm(q, k).masked_fill(m, float("-inf")).softmax(-1), v)))
@@ -150,8 +153,8 @@ def whole_steps(run: Path, directory: Path, threads: int):
             encoder_out, prefix, _ = state_at_step(model, translator.task, sentences)
             steps = DecoderSteps(model)
             state = steps.start(encoder_out)
-        source = np.random.default_rng(sentences).integers(4,
-                                                             len(exported.source_vocabulary), (sentences, SOURCE))  # past the specials
+        # source words past the four special symbols, ending in </s>
+        source = np.random.default_rng(sentences).integers(4, len(exported.source_vocabulary), (sentences, SOURCE))
         source[:, -1] = exported.manifest.symbols.source_eos
         penalty = np.zeros(exported.vocabulary_size, np.float32)
         scores = np.zeros((sentences, BEAM), np.float32)

@@ -10,13 +10,15 @@ The directory::
     encoder.onnx     src_tokens (batch x src_len, left-padded, ending in </s>) -> keys,
                      values, length_scale
     decoder.onnx     one decoder step: tokens, position, keys, values, length_scale,
-                     padding_mask, [src_tokens,] token_penalty, beam_scores, state_0.. ->
-                     log_probs, cand_scores, cand_index, log_prob_sums, new_state_0..
-                     (src_tokens: copying models only); tokens (the newest), beam_scores
-                     and states hold sentences x beam hypotheses, the source inputs one
-                     row per sentence (format 3 read the whole prefix and computed the
-                     length scale at every step, format 2 had no candidates, format 1
-                     one source row per hypothesis)
+                     padding_mask, [src_tokens,] token_penalty, beam_scores, order,
+                     state_0.. -> log_probs, cand_scores, cand_index, log_prob_sums,
+                     new_state_0.. (src_tokens: copying models only); tokens (the newest)
+                     and beam_scores hold sentences x beam hypotheses, order and the
+                     states one row per hypothesis (the states as the previous step left
+                     them, gathered in the beams' order by the step), the source inputs
+                     one row per sentence (format 3 read the whole prefix, computed the
+                     length scale at every step and took its states reordered, format 2
+                     had no candidates, format 1 one source row per hypothesis)
     source.vocab     the source dictionary, one symbol per line in index order
     target.vocab     the target dictionary, likewise
     bpe.codes        subword-nmt's codes, when the model reads BPE

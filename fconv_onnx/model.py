@@ -75,7 +75,8 @@ class ExportedModel:
         prefixes ``prev_tokens`` (rows x length, no padding): every sentence's best candidates
         as the graph chooses them (``token_penalty`` and ``beam_scores`` as
         ``select_candidates`` in ``fconv_plugin/export/graphs.py`` documents them) and each
-        row's sum of log-probabilities: (cand_scores, cand_index, log_prob_sums)."""
+        row's sum of log-probabilities: (cand_scores, cand_index, log_prob_sums). The
+        states are gathered in the beams' order (``reorder``) inside the step."""
         newest = prev_tokens[:, -1].astype(np.int64).reshape(-1, self.copies)
         position = np.array(self.manifest.symbols.pad + prev_tokens.shape[1], np.int64)  # make_positions' number
         order = np.arange(newest.size) if self.order is None else self.order

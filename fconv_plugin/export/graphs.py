@@ -76,15 +76,16 @@ class DecoderStepGraph(nn.Module):
     each block's history as the previous step left it (its rows x (k - 1) · in_channels,
     oldest input first). Outputs: log-probabilities of the next token (sentences · copies
     x vocabulary), the candidates, then every history's next value (sentences · copies
-    rows): a runtime passes them back without touching them. A sentence's hypotheses attend through one
-    product against its one copy of the keys and values (``AttentionSource`` with
+    rows), which a runtime passes back as they are. A sentence's hypotheses attend through
+    one product against its one copy of the keys and values (``AttentionSource`` with
     ``copies``), as the torch model does in beam search.
     """
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.decoder = model.decoder
-        if any(isinstance(conv, CausalConvolution) for conv in self.decoder.convolutions):  # conv_tbc: no ONNX translation
+        # conv_tbc has no ONNX translation
+        if any(isinstance(conv, CausalConvolution) for conv in self.decoder.convolutions):
             raise FConvError("the decoder step graph needs the plain convolutions; build it from exportable_copy(model)")
         self.steps = DecoderSteps(model, compiled=False)
         self.kept = [index for index, width in enumerate(self.steps.history_widths()) if width]

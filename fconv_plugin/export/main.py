@@ -129,8 +129,8 @@ def export_graphs(model, task, directory: str, int8: bool = False) -> list:
         )
         # the step is traced with the source as the encoder graph gives it (int8's float64 keys and
         # values: eager torch keeps float32 where its compiled loops run)
-        keys, values, length_scale = (output.to(dtype) for output, dtype in
-                                      zip(encoder(src_tokens), _output_dtypes(os.path.join(directory, spec.ENCODER_FILE))))
+        traced_types = _output_dtypes(os.path.join(directory, spec.ENCODER_FILE))
+        keys, values, length_scale = (output.to(dtype) for output, dtype in zip(encoder(src_tokens), traced_types))
         padding_mask = src_tokens.eq(task.source_dictionary.pad())
         position = torch.tensor(model.decoder.padding_idx + 3)  # the third target token's
         copied = (src_tokens,) if step.copying else ()
