@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 import torch
+from int8_products import per_call_us  # the timing loop int8_products.py uses (benchmarks/ is on the path)
 from onnx import TensorProto, helper, numpy_helper
 
 SENTENCES, BEAM, SOURCE, EMBED, VOCABULARY = 16, 5, 40, 256, 4576
@@ -172,15 +173,6 @@ def whole_steps(run: Path, directory: Path, threads: int):
 
         found.append((f"whole step, {sentences} sentences", ort_step, torch_step))
     return found
-
-
-def per_call_us(function, calls: int) -> float:
-    for _ in range(calls // 10):
-        function()
-    start = time.perf_counter()
-    for _ in range(calls):
-        function()
-    return (time.perf_counter() - start) / calls * 1e6
 
 
 def main():
