@@ -10,7 +10,12 @@ Each module fixes one thing fairseq breaks on this platform:
 - ngram_blocking: ``--no-repeat-ngram-size`` blocks repeats on CPUs too;
 - cli_errors: the plugin's errors print as one line, without a traceback;
 - finished_training: ``fairseq-train`` run again after it finished trains nothing;
-- data_bin_checks: a damaged data-bin gets one line that names the file.
+- data_bin_checks: a damaged data-bin gets one line that names the file;
+- complete_batches: evaluation and training batch every sentence (fairseq #5036).
+
+Commands run one after another in one process (``fairseq_cli.generate.main(...)`` after
+``train.main(...)``, as fairseq's own tests do) each get the fixes they need: fairseq
+imports a ``--user-dir`` once, so ``install`` runs again whenever a command asks for it.
 
 They change fairseq's behaviour for the whole process, so importing the plugin does
 not install them (nor import this package): fairseq's ``--user-dir`` does
@@ -23,10 +28,12 @@ inference core need none of them installed: they load checkpoints through
 import logging
 
 from fairseq import checkpoint_utils
+from fairseq import utils as fairseq_utils
 
 from . import (
     atomic_checkpoints,
     cli_errors,
+    complete_batches,
     data_bin_checks,
     distributed_cpu,
     finished_training,
@@ -35,6 +42,7 @@ from . import (
     replace_unk,
     safe_loading,
 )
+from ._patching import patch
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +56,8 @@ FIXES = {
     "cli_errors": cli_errors,
     "finished_training": finished_training,
     "data_bin_checks": data_bin_checks,
+    "complete_batches": complete_batches,
 }
-
 
 
 def installed() -> bool:
@@ -57,10 +65,19 @@ def installed() -> bool:
     return "safe_loading" in getattr(checkpoint_utils.load_checkpoint_to_cpu, "_fconv_plugin_patches", ())
 
 
+def _installing_again(import_user_module):
+    def import_user_module_with_fixes(args):
+        import_user_module(args)
+        install()  # a command run later in this process: its own module's fixes
+
+    return import_user_module_with_fixes
+
+
 def install() -> None:
     """Install every host fix and say so once in the log; safe to call more than once."""
     first_time = not installed()
     for fix in FIXES.values():
         fix.install()
+    patch(fairseq_utils, "import_user_module", "compat", _installing_again)
     if first_time:
         logger.info("fconv_plugin: host fixes active: %s", ", ".join(FIXES))

@@ -74,7 +74,8 @@ def test_user_dir_installs_every_fix_and_says_so_in_one_log_line():
     lines = [line for line in result.stderr.splitlines() if "host fixes active" in line]
     assert len(lines) == 1
     assert lines[0].endswith("host fixes active: safe_loading, atomic_checkpoints, interactive_input, "
-                             "replace_unk, distributed_cpu, ngram_blocking, cli_errors, finished_training, data_bin_checks")
+                             "replace_unk, distributed_cpu, ngram_blocking, cli_errors, finished_training, data_bin_checks, "
+                             "complete_batches")
 
 
 def test_user_dir_outside_fairseqs_commands_leaves_the_host_alone():
