@@ -11,7 +11,8 @@ Each module fixes one thing fairseq breaks on this platform:
 - cli_errors: the plugin's errors print as one line, without a traceback;
 - finished_training: ``fairseq-train`` run again after it finished trains nothing;
 - data_bin_checks: a damaged data-bin gets one line that names the file;
-- complete_batches: evaluation and training batch every sentence (fairseq #5036).
+- complete_batches: evaluation and training batch every sentence (fairseq #5036);
+- diverse_beam: ``--diverse-beam-groups`` on subsets larger than one batch.
 
 Commands run one after another in one process (``fairseq_cli.generate.main(...)`` after
 ``train.main(...)``, as fairseq's own tests do) each get the fixes they need: fairseq
@@ -35,6 +36,7 @@ from . import (
     cli_errors,
     complete_batches,
     data_bin_checks,
+    diverse_beam,
     distributed_cpu,
     finished_training,
     interactive_input,
@@ -57,6 +59,7 @@ FIXES = {
     "finished_training": finished_training,
     "data_bin_checks": data_bin_checks,
     "complete_batches": complete_batches,
+    "diverse_beam": diverse_beam,
 }
 
 

@@ -43,21 +43,32 @@ def _decode(raw: bytes, number: int) -> InputLine:
         return InputLine("", number, f"is not valid UTF-8 (byte {raw[e.start]:#04x} at byte {e.start + 1})")
 
 
+def _numbered_lines(input):
+    """Each input line numbered, decoded on its own where the input gives bytes: a file, or
+    a standard input that has them (a terminal, a pipe). A text stream set as ``sys.stdin``
+    in-process (``io.StringIO``, anything without ``.buffer``) is read as the text it is,
+    as fairseq's own reader reads it."""
+    if input != "-":
+        with open(input, "rb") as stream:
+            yield from (_decode(raw, number) for number, raw in enumerate(stream, start=1))
+        return
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        yield from (InputLine(text.strip(), number) for number, text in enumerate(sys.stdin, start=1))
+        return
+    yield from (_decode(raw, number) for number, raw in enumerate(stream, start=1))
+
+
 def buffered_read(input, buffer_size):
     """fairseq's reader, decoding each line on its own and numbering it."""
-    stream = sys.stdin.buffer if input == "-" else open(input, "rb")
-    try:
-        buffer: List[InputLine] = []
-        for number, raw in enumerate(stream, start=1):
-            buffer.append(_decode(raw, number))
-            if len(buffer) >= buffer_size:
-                yield buffer
-                buffer = []
-        if buffer:
+    buffer: List[InputLine] = []
+    for line in _numbered_lines(input):
+        buffer.append(line)
+        if len(buffer) >= buffer_size:
             yield buffer
-    finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
+            buffer = []
+    if buffer:
+        yield buffer
 
 
 def _problem(line: str, encode_fn, limit, skip_too_long: bool, number: int):
