@@ -64,7 +64,25 @@ else
 fi
 "${pip[@]}" install --quiet "${pinned[@]}" numpy cython setuptools wheel
 "${pip[@]}" install --quiet "${pinned[@]}" --no-build-isolation --no-deps fairseq-fixed==0.12.3.1
-"${pip[@]}" install --quiet "${pinned[@]}" hydra-core omegaconf bitarray cffi regex tqdm packaging \
+# pip's resolver names the torchaudio that --no-deps left out above, as an ERROR; that one
+# is expected, so it is said in one plain line and every other message is passed on.
+install_beside_fairseq() {
+    local messages status=0
+    messages=$(mktemp)
+    "${pip[@]}" install "$@" 2> "$messages" || status=$?
+    if grep -q "requires torchaudio" "$messages"; then
+        echo "setup_env: torchaudio is left out on purpose (fairseq-fixed asks for it; translation never imports it, and its PyPI wheel does not load with this torch)"
+    fi
+    if grep -v "requires torchaudio" "$messages" | grep -q "requires "; then
+        cat "$messages" >&2  # another conflict: pip's whole report
+    else
+        grep -v -e "requires torchaudio" -e "^ERROR: pip's dependency resolver does not currently take into account" \
+            -e "^This behaviour is the source of the following dependency conflicts" "$messages" >&2 || true
+    fi
+    rm -f "$messages"
+    return "$status"
+}
+install_beside_fairseq --quiet "${pinned[@]}" hydra-core omegaconf bitarray cffi regex tqdm packaging \
     scikit-learn sacrebleu sacremoses subword-nmt matplotlib rouge-score sentencex pytest hypothesis \
     fastapi uvicorn prometheus-client libretranslatepy schemathesis selenium onnx onnxscript onnxruntime
 "${pip[@]}" install --quiet --no-deps --no-build-isolation -e "$repo_root"
