@@ -1,33 +1,100 @@
+import json
+import os
 import sys
+import tempfile
 
 from setuptools import find_packages, setup
 
 
+NATIVE = "fconv_plugin/native"
+LOOPS = ("int8_rows", "decoder_step", "beam_candidates")  # fconv_plugin/native/<name>.cpp
+REPORT = "_build_report.json"  # what this install built, read by fconv_plugin/native/__init__.py
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]
+
+
 def compiled_loops():
-    """The compiled loops, built against the installed torch: the int8 layers' fused kernel
-    (fconv_plugin/modules/int8_rows.cpp), the decoder's step (fconv_plugin/models/decoder_step.cpp)
-    and beam search's candidate selection (fconv_plugin/inference/beam_candidates.cpp). Without torch at build time (an isolated
-    build) they are left out and the same arithmetic runs as torch operations, slower."""
+    """The compiled loops (fconv_plugin/native/*.cpp), built against the installed torch, each
+    optional: one that cannot be built (no torch at build time, no usable compiler, a
+    compiler that rejects the code) is left out with one line on stderr, the install goes
+    on, and the loader names the reason (``fconv-info``); the same arithmetic then runs as
+    torch operations. OpenMP only where the compiler accepts it."""
     try:
         from torch.utils.cpp_extension import BuildExtension, CppExtension
     except ImportError:
         print("fconv_plugin: torch is not installed here; building without the compiled loops "
               "(install torch first, then this package with --no-build-isolation)", file=sys.stderr)
         return {}
-    loops = {
-        "fconv_plugin.modules._int8_rows": "fconv_plugin/modules/int8_rows.cpp",
-        "fconv_plugin.models._decoder_step": "fconv_plugin/models/decoder_step.cpp",
-        "fconv_plugin.inference._beam_candidates": "fconv_plugin/inference/beam_candidates.cpp",
-    }
+
+    class OptionalLoops(BuildExtension):
+        """torch's extension builder, each loop optional, its outcome written beside it."""
+
+        def run(self):
+            self._outcome = {}
+            try:
+                super().run()
+            except Exception as error:  # before any loop compiled (the compiler's checks)
+                for extension in self.extensions:
+                    self._outcome.setdefault(extension.name, _first_line(error))
+                    print(f"fconv_plugin: {extension.name} not built ({_first_line(error)}); "
+                          "the torch operations run instead", file=sys.stderr)
+            self._write_report()
+
+        def build_extension(self, extension):
+            flags = self._openmp_flags()
+            extension.extra_compile_args = extension.extra_compile_args + flags
+            extension.extra_link_args = extension.extra_link_args + flags
+            try:
+                super().build_extension(extension)
+                self._outcome[extension.name] = None
+            except Exception as error:  # compiler missing or refusing: the loop is left out
+                self._outcome[extension.name] = _first_line(error)
+                print(f"fconv_plugin: {extension.name} not built ({_first_line(error)}); "
+                      "the torch operations run instead", file=sys.stderr)
+                stale = self.get_ext_fullpath(extension.name)
+                if os.path.exists(stale):  # an earlier build's loop would hide the failure
+                    os.remove(stale)
+
+        def _openmp_flags(self):
+            if not hasattr(self, "_openmp"):
+                self._openmp = ["-fopenmp"] if self._compiles("int main() { return omp_get_max_threads(); }",
+                                                              "#include <omp.h>", ["-fopenmp"]) else []
+            return self._openmp
+
+        def _compiles(self, body, header, flags):
+            with tempfile.TemporaryDirectory() as scratch:
+                source = os.path.join(scratch, "probe.cpp")
+                with open(source, "w") as f:
+                    f.write(f"{header}\n{body}\n")
+                try:
+                    objects = self.compiler.compile([source], output_dir=scratch, extra_postargs=flags)
+                    self.compiler.link_executable(objects, "probe", output_dir=scratch, extra_postargs=flags,
+                                                  target_lang="c++")
+                    return True
+                except Exception:
+                    return False
+
+        def _write_report(self):
+            if not self.extensions:
+                return
+            directory = os.path.dirname(self.get_ext_fullpath(self.extensions[0].name))
+            os.makedirs(directory, exist_ok=True)
+            report = {"torch": __import__("torch").__version__, "openmp": bool(getattr(self, "_openmp", [])),
+                      "loops": {name.rsplit("._", 1)[-1]: reason for name, reason in self._outcome.items()}}
+            with open(os.path.join(directory, REPORT), "w") as f:
+                json.dump(report, f, indent=1)
+
     extensions = [
         # no implicit fused multiply-add (torch's rounding); errno never read, so fma and
         # nearbyint vectorise
-        CppExtension(name, [source], include_dirs=["fconv_plugin/modules"],  # int8_rows_api.h
-                     extra_compile_args=["-O3", "-ffp-contract=off", "-fno-math-errno", "-fopenmp"],
-                     extra_link_args=["-fopenmp"])
-        for name, source in loops.items()
+        CppExtension(f"fconv_plugin.native._{name}", [f"{NATIVE}/{name}.cpp"], include_dirs=[NATIVE],
+                     extra_compile_args=["-O3", "-ffp-contract=off", "-fno-math-errno"])
+        for name in LOOPS
     ]
-    return {"ext_modules": extensions, "cmdclass": {"build_ext": BuildExtension.with_options(use_ninja=False)}}
+    return {"ext_modules": extensions, "cmdclass": {"build_ext": OptionalLoops.with_options(use_ninja=False)}}
 
 
 setup(
@@ -66,7 +133,7 @@ setup(
         # benchmarks/vs_ctranslate2.py: the engine a CPU user would pick instead (not installed by setup_env.sh)
         "bench": ["ctranslate2"],
     },
-    package_data={"fconv_plugin.serve": ["static/*"]},
+    package_data={"fconv_plugin.serve": ["static/*"], "fconv_plugin.native": ["*.cpp", "*.h"]},
     entry_points={
         "console_scripts": [
             "fconv-translate = fconv_plugin.cli.translate:main",
@@ -76,6 +143,7 @@ setup(
             "fconv-serve = fconv_plugin.serve.main:main",
             "fconv-export = fconv_plugin.export.main:main",
             "fconv-onnx-translate = fconv_onnx.translate:main",
+            "fconv-info = fconv_plugin.cli.info:main",
         ]
     },
     license="MIT",

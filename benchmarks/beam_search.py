@@ -9,7 +9,7 @@ Reported:
   both, and the largest score difference, for each option set below;
 - speed: sentences/s of each search, and the ratio; the core's search also with its
   candidates chosen by torch operations (``one_pass=False``) instead of the compiled
-  pass (``inference/beam_candidates.cpp``), and with the decoder called through
+  pass (``native/beam_candidates.cpp``), and with the decoder called through
   fairseq's incremental-state protocol (``explicit_state=False``) instead of
   ``models/decoder_steps.py``, to show what each gains;
 - where the time goes in the core's search: the decoder's steps with their log-softmax,

@@ -16,7 +16,7 @@ ways, taking turns in every repetition, in one process:
    newest tokens in, the state in plain tensors, each layer a function looked up once
    per call);
 7. ``compiled step``: what the inference core's beam search runs since stop 46, the same
-   step after the embeddings compiled (``models/decoder_step.cpp``: the same ATen calls
+   step after the embeddings compiled (``native/decoder_step.cpp``: the same ATen calls
    in the same order): what leaving Python alone saves the core's step.
 
 It prints milliseconds per step, the ratio to the module step, and whether each gives
@@ -46,6 +46,7 @@ logging.disable(logging.WARNING)
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from fconv_plugin.inference import Translator  # noqa: E402
+from fconv_plugin import native  # noqa: E402
 from fconv_plugin.models.decoder_steps import DecoderSteps, DecodingState  # noqa: E402
 from fconv_plugin.modules.conv_block import add_residual  # noqa: E402
 
@@ -135,7 +136,7 @@ def the_steps(model, encoder_out, prefix, state):
         steps = DecoderSteps(model, compiled)
         state = steps.start(encoder_out)
         if compiled and state.compiled is None:
-            sys.exit("step_overhead.py: fconv_plugin/models/_decoder_step is not built; reinstall the package")
+            sys.exit(f"step_overhead.py: the compiled decoder step does not run: {native.reason('decoder_step')}")
         for length in range(1, prefix.size(1)):  # the same first STEP - 1 steps
             steps.log_probs(state, prefix[:, :length], attention=False)
 

@@ -97,3 +97,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def needs_compiled(name: str):
+    """Mark: the test checks compiled loop ``name`` (fconv_plugin/native); skipped where it
+    does not run, with the loader's reason (CI's normal build runs them all: fconv-info --check)."""
+    import pytest
+
+    from fconv_plugin import native
+
+    why = native.reason(name)
+    return pytest.mark.skipif(why is not None, reason=f"the compiled {name} does not run here: {why}")

@@ -46,13 +46,13 @@ from typing import Dict, List, Optional
 import torch
 from torch import Tensor
 
+from .. import native
 from ..errors import FConvError
 from ..models.decoder_steps import DecoderSteps
 
-try:  # one pass over the vocabulary per sentence (beam_candidates.cpp), built when the package is installed
-    from . import _beam_candidates as compiled_candidates
-except ImportError:  # not built (no torch at install time, or run from a plain checkout): torch operations
-    compiled_candidates = None
+# one pass over the vocabulary per sentence (native/beam_candidates.cpp) where it is built
+# and not switched off; else torch operations
+compiled_candidates = native.module("beam_candidates")
 
 NEG_INF = float("-inf")
 
@@ -84,6 +84,7 @@ class BeamSearch:
         self.unk_penalty = unk_penalty
         self.no_repeat_ngram_size = no_repeat_ngram_size
         # the compiled candidate selection and bookkeeping (CPU loops) where built; on a GPU, or False: torch operations
+        native.announce()
         self.one_pass = one_pass and compiled_candidates is not None
         # the plugin's decoder with its state in plain tensors; any other (or False) through fairseq's protocol
         explicit = explicit_state and DecoderSteps.supports(model)

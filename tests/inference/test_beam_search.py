@@ -17,6 +17,7 @@ from fairseq.sequence_generator import SequenceGenerator
 from fconv_plugin.inference import beam_search
 from fconv_plugin.inference.beam_search import BeamSearch, FairseqIncrementalSteps, block_repeated_ngrams
 from tests.support import DictionaryTask, build_pair, build_plugin_model, make_dictionary, translation_batch
+from tests.support import needs_compiled
 
 SRC, TGT = make_dictionary(40, "s"), make_dictionary(30, "t")
 SMALL = dict(encoder_embed_dim=24, decoder_embed_dim=24, decoder_out_embed_dim=16,
@@ -81,7 +82,8 @@ OPTION_SETS = [
 ]
 
 
-@pytest.mark.parametrize("one_pass", [True, False], ids=["compiled candidates", "torch operations"])
+@pytest.mark.parametrize("one_pass", [pytest.param(True, marks=needs_compiled("beam_candidates"), id="compiled candidates"),
+                                      pytest.param(False, id="torch operations")])
 @pytest.mark.parametrize("options", OPTION_SETS)
 def test_every_finished_hypothesis_is_fairseqs(model, options, one_pass):
     src, lengths = _batch(seed=options["beam_size"])
@@ -172,7 +174,8 @@ def _ngrams(tokens, n):
     return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
 
 
-@pytest.mark.parametrize("one_pass", [True, False], ids=["compiled candidates", "torch operations"])
+@pytest.mark.parametrize("one_pass", [pytest.param(True, marks=needs_compiled("beam_candidates"), id="compiled candidates"),
+                                      pytest.param(False, id="torch operations")])
 @pytest.mark.parametrize("n", [2, 3])
 def test_repeated_ngrams_are_blocked_as_fairseqs_blocker_blocks_them_given_the_words(model, n, one_pass):
     src, lengths = _batch(seed=n)
@@ -215,6 +218,7 @@ def test_min_len_beyond_the_maximum_length_is_one_clear_error(model):
         BeamSearch(model, TGT, min_len=9, max_len_b=4).generate(src, lengths)
 
 
+@needs_compiled("beam_candidates")
 def test_only_plain_beam_search_with_one_model_takes_the_vectorised_path(model):
     def generator(**kwargs):
         return SequenceGenerator([model], TGT, beam_size=4, **kwargs)
@@ -229,6 +233,7 @@ def test_only_plain_beam_search_with_one_model_takes_the_vectorised_path(model):
     assert BeamSearch.like(ensemble, model) is None
 
 
+@needs_compiled("beam_candidates")
 def test_the_compiled_bookkeeping_keeps_the_books_where_nothing_needs_the_torch_form(model):
     """beam_candidates.cpp's Bookkeeping for plain searches on the CPU; the torch form where
     the attention is kept or prefixes are forced (or the compiled passes are off)."""
@@ -241,6 +246,7 @@ def test_the_compiled_bookkeeping_keeps_the_books_where_nothing_needs_the_torch_
     assert isinstance(unpassed._bookkeeping(2, 10, 5, False, False, cpu), beam_search._Bookkeeping)
 
 
+@needs_compiled("beam_candidates")
 def test_whole_steps_run_compiled_where_nothing_but_the_candidates_sits_between_decoder_and_books(model):
     """Bookkeeping.run_steps drives the compiled decoding for plain searches; a search that
     keeps the attention or blocks n-grams steps from Python (both against fairseq above)."""

@@ -9,9 +9,9 @@ import torch
 
 from fconv_plugin.errors import FConvError
 from fconv_plugin.inference.beam_search import FairseqIncrementalSteps
-from fconv_plugin.models import decoder_steps
 from fconv_plugin.models.decoder_steps import DecoderSteps
 from tests.support import DictionaryTask, build_pair, build_plugin_model, make_dictionary, relative_error, translation_batch
+from tests.support import needs_compiled
 
 SRC, TGT = make_dictionary(40, "s"), make_dictionary(36, "t")
 JOINED = make_dictionary(40, "w")
@@ -196,12 +196,11 @@ def _runs_compiled(model) -> bool:
         return DecoderSteps(model).start(model.encoder(src, lengths)).compiled is not None
 
 
+@needs_compiled("decoder_step")
 def test_the_compiled_step_runs_the_decoders_it_knows():
     """The step is compiled for float32 and int8 translation models, with and without
     residual projections or position embeddings; a shared output embedding (a plain
     nn.Linear) and ``compiled=False`` keep the Python step, as copying models do (below)."""
-    assert decoder_steps.compiled_step is not None, \
-        "fconv_plugin/models/_decoder_step is not built; reinstall the package (scripts/setup_env.sh)"
     task = DictionaryTask(SRC, TGT)
     for name in ("iwslt", "wmt_en_de"):
         arch, overrides = CONFIGS[name]
@@ -254,6 +253,7 @@ def test_embeddings_the_compiled_step_does_not_know_keep_the_python_step():
         assert torch.equal(attention, expected_attention)
 
 
+@needs_compiled("decoder_step")
 @pytest.mark.parametrize("int8", [False, True], ids=["float32", "int8"])
 def test_reorderings_between_two_steps_compose_as_the_python_steps_do(int8):
     """Two reorderings before a step (the compiled decoding takes them when it builds the

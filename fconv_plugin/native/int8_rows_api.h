@@ -1,14 +1,14 @@
 // The int8 layers' compiled loops (int8_rows.cpp) as other compiled code calls them: the
 // module _int8_rows hands this table out as a capsule (its attribute "api"), so that one
 // copy of the loops and of their settings (AMX, register width) serves Python and the
-// compiled decoder step (models/decoder_step.cpp) alike.
+// compiled decoder step (native/decoder_step.cpp) alike.
 #pragma once
 
 #include <torch/extension.h>
 
 namespace fconv_int8 {
 
-constexpr const char* kApiCapsuleName = "fconv_plugin.modules._int8_rows.api";
+constexpr const char* kApiCapsuleName = "fconv_plugin.native._int8_rows.api";
 
 struct Api {
   // rows times an int8 weight with per-row scales, plus bias (Int8Weight.linear)

@@ -1,0 +1,74 @@
+"""fconv-info: what this installation runs on, and which of its compiled loops run.
+
+    fconv-info            # versions, CPU features, compiled loops, threads
+    fconv-info --check    # the same; exit status 1 unless every compiled loop runs
+
+Versions of Python, torch and fairseq and the plugin; the CPU's features the loops use
+(AVX2, AVX-512, AVX-512 VNNI, AMX); each compiled loop and, for one that does not run, why
+(``fconv_plugin.native``); which int8 product runs; torch's thread count.
+"""
+
+import argparse
+import platform
+import sys
+from typing import Dict
+
+import torch
+
+from .. import __version__, native
+
+CPU_FLAGS = {  # /proc/cpuinfo's names
+    "AVX2": ("avx2",),
+    "FMA": ("fma",),
+    "AVX-512": ("avx512f",),
+    "AVX-512 VNNI": ("avx512_vnni",),
+    "AMX": ("amx_tile", "amx_int8"),
+}
+
+
+def cpu_features(cpuinfo: str = "/proc/cpuinfo") -> Dict[str, str]:
+    """Each feature the loops use: "yes", "no", or "unknown" where the system does not say."""
+    try:
+        with open(cpuinfo) as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), None)
+    except OSError:
+        flags = None
+    if flags is None:
+        return {name: "unknown" for name in CPU_FLAGS}
+    return {name: "yes" if all(flag in flags for flag in needed) else "no" for name, needed in CPU_FLAGS.items()}
+
+
+def report() -> str:
+    import fairseq
+
+    lines = [
+        f"fconv_plugin {__version__}",
+        f"python {platform.python_version()}, torch {torch.__version__}, fairseq {fairseq.__version__}",
+        f"cpu: {platform.processor() or platform.machine()}; "
+        + ", ".join(f"{name} {value}" for name, value in cpu_features().items()),
+        f"threads: {torch.get_num_threads()} (torch.get_num_threads)",
+        f"{native.SWITCH}: {'on' if native.switched_on() else 'off (0): the torch forms run'}",
+        "compiled loops:",
+    ]
+    for name, why in native.states().items():
+        lines.append(f"  {name:<16} {'runs' if why is None else 'does not run: ' + why}  ({native.LOOPS[name]})")
+    lines.append(f"int8 products: {native.int8_products()}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="fconv-info", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit with status 1 unless every compiled loop runs")
+    args = parser.parse_args(argv)
+    print(report())
+    if native.switch_problem() is not None:
+        print(f"fconv-info: {native.switch_problem()}", file=sys.stderr)
+    inactive = [name for name, why in native.states().items() if why is not None]
+    if args.check and inactive:
+        print(f"fconv-info: error: compiled loops that do not run: {', '.join(inactive)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

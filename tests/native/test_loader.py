@@ -1,0 +1,129 @@
+"""The compiled loops' loader: which run, why each other does not, said once; installs
+without a compiler; fconv-info.
+
+Each case runs in a fresh Python process, over a copy of the package where the case needs
+one (a build without a compiler, a damaged extension), as a user's installation would be.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fconv_plugin
+from fconv_plugin import native
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository: setup.py and the sources
+LOOPS = list(native.LOOPS)
+
+
+def _python(code: str, cwd=ROOT, env=None, **kwargs) -> subprocess.CompletedProcess:
+    environment = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=cwd,
+                          env=environment, **kwargs)
+
+
+STATES = "import json; from fconv_plugin import native; print(json.dumps(native.states()))"
+
+
+def _copy_of_the_package(destination: Path) -> Path:
+    """The sources as a checkout has them (no built loops), and setup.py."""
+    ignore = shutil.ignore_patterns("*.so", "_build_report.json", "__pycache__")
+    shutil.copytree(ROOT / "fconv_plugin", destination / "fconv_plugin", ignore=ignore)
+    shutil.copytree(ROOT / "fconv_onnx", destination / "fconv_onnx", ignore=ignore)
+    for name in ("setup.py", "README.md"):
+        shutil.copy(ROOT / name, destination / name)
+    return destination
+
+
+def test_switched_off_the_torch_forms_run_and_the_log_says_so_once():
+    code = (
+        "import logging; logging.basicConfig(level=logging.INFO)\n"
+        "import torch\n"
+        "from fconv_plugin.inference import beam_search\n"
+        "from fconv_plugin.models import decoder_steps\n"
+        "from fconv_plugin.modules import int8\n"
+        "assert int8.fused_rows is None and decoder_steps.compiled_step is None\n"
+        "assert beam_search.compiled_candidates is None\n"
+        "gate = int8.PreciseGatedLinearUnit()\n"
+        "for _ in range(3): gate(torch.randn(2, 6))\n"
+        "import json; from fconv_plugin import native; print(json.dumps(native.states()))\n"
+    )
+    result = _python(code, env={"FCONV_NATIVE": "0"})
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == {name: "switched off (FCONV_NATIVE=0)" for name in LOOPS}
+    lines = [line for line in result.stderr.splitlines() if "compiled loops:" in line]
+    assert lines == ["INFO:fconv_plugin.native:fconv_plugin: compiled loops: "
+                     + "; ".join(f"{name} does not (switched off (FCONV_NATIVE=0))" for name in LOOPS)]
+
+
+def test_an_extension_that_does_not_load_is_named_with_its_import_error(tmp_path):
+    package = _copy_of_the_package(tmp_path)
+    built = Path(native.module("int8_rows").__file__) if native.module("int8_rows") is not None else None
+    suffix = built.name.split(".", 1)[1] if built else "cpython-311-x86_64-linux-gnu.so"
+    (package / "fconv_plugin" / "native" / f"_int8_rows.{suffix}").write_bytes(b"not a shared object\n" * 8)
+    result = _python(STATES, cwd=package, env={"PYTHONPATH": str(package), "FCONV_NATIVE": "1"})
+    assert result.returncode == 0, result.stderr
+    states = json.loads(result.stdout.splitlines()[-1])
+    assert states["int8_rows"].startswith("import error: ")
+    assert states["int8_rows"].endswith("(reinstall the package against this torch)")
+    never_built = "not built (installed without torch, or a checkout never installed: pip install --no-build-isolation -e .)"
+    assert states["decoder_step"] == states["beam_candidates"] == never_built
+
+
+@pytest.mark.slow
+def test_an_install_without_a_compiler_succeeds_and_the_loader_says_why(tmp_path):
+    """CC=false CXX=false: every loop fails to compile; the build goes on, says one line per
+    loop, and the loader names the install's reason."""
+    package = _copy_of_the_package(tmp_path)
+    build = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=package, capture_output=True,
+                           text=True, timeout=600, env={**os.environ, "CC": "false", "CXX": "false"})
+    assert build.returncode == 0, build.stderr[-3000:]
+    notes = [line for line in build.stderr.splitlines() if line.startswith("fconv_plugin: ")]
+    assert [note.split()[1] for note in notes] == [f"fconv_plugin.native._{name}" for name in LOOPS]
+    assert all(note.endswith("not built (CompileError: command 'false' failed with exit code 1); the torch "
+                             "operations run instead") for note in notes), notes
+    report = json.loads((package / "fconv_plugin" / "native" / "_build_report.json").read_text())
+    assert report["openmp"] is False and set(report["loops"]) == set(LOOPS)
+    result = _python(STATES, cwd=package, env={"PYTHONPATH": str(package), "FCONV_NATIVE": "1"})
+    states = json.loads(result.stdout.splitlines()[-1])
+    assert states == {name: "not built: the install could not compile it (CompileError: command 'false' failed "
+                            "with exit code 1)" for name in LOOPS}
+    info = subprocess.run([sys.executable, "-m", "fconv_plugin.cli.info", "--check"], cwd=package, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(package), "FCONV_NATIVE": "1"})
+    assert info.returncode == 1
+    assert info.stderr.splitlines()[-1] == ("fconv-info: error: compiled loops that do not run: "
+                                            "int8_rows, decoder_step, beam_candidates")
+
+
+def test_fconv_info_names_versions_features_loops_and_threads():
+    result = subprocess.run([str(Path(sys.executable).parent / "fconv-info")], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    import fairseq
+    import torch
+
+    assert lines[0] == f"fconv_plugin {fconv_plugin.__version__}"
+    assert f"torch {torch.__version__}, fairseq {fairseq.__version__}" in lines[1]
+    assert all(f"{feature} " in lines[2] for feature in ("AVX2", "AVX-512", "AVX-512 VNNI", "AMX"))
+    assert lines[3].startswith(f"threads: {torch.get_num_threads()} ")
+    for name in LOOPS:
+        why = native.reason(name)
+        expected = "runs" if why is None else f"does not run: {why}"
+        assert any(line.split()[:1] == [name] and f" {expected}  (" in line for line in lines), name
+    assert lines[-1].startswith("int8 products: ")
+
+
+def test_the_cpu_features_read_from_cpuinfo(tmp_path):
+    from fconv_plugin.cli.info import cpu_features
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 fma avx512f avx512_vnni amx_tile\n")
+    assert cpu_features(str(cpuinfo)) == {"AVX2": "yes", "FMA": "yes", "AVX-512": "yes", "AVX-512 VNNI": "yes",
+                                          "AMX": "no"}  # amx_int8 missing
+    assert set(cpu_features(str(tmp_path / "missing")).values()) == {"unknown"}
