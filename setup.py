@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import sys
 import tempfile
 
@@ -12,8 +13,13 @@ REPORT = "_build_report.json"  # what this install built, read by fconv_plugin/n
 
 
 def _first_line(error: BaseException) -> str:
+    """The error in one short line; a failed command by its program and exit status."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]
+    text = lines[0] if lines else ""
+    command = re.match(r"[Cc]ommand '\[?'?([^',\]]+).*(?:exit status|exit code) (-?\d+)", text)
+    if command:
+        text = f"{os.path.basename(command.group(1))} failed with exit status {command.group(2)}"
+    return f"{type(error).__name__}: {text}"[:300]
 
 
 def compiled_loops():
@@ -34,13 +40,13 @@ def compiled_loops():
 
         def run(self):
             self._outcome = {}
+            self._in_tree = bool(self.inplace)  # setuptools builds into build/, then copies in place
             try:
                 super().run()
             except Exception as error:  # before any loop compiled (the compiler's checks)
                 for extension in self.extensions:
-                    self._outcome.setdefault(extension.name, _first_line(error))
-                    print(f"fconv_plugin: {extension.name} not built ({_first_line(error)}); "
-                          "the torch operations run instead", file=sys.stderr)
+                    if extension.name not in self._outcome:
+                        self._failed(extension, error)
             self._write_report()
 
         def build_extension(self, extension):
@@ -51,12 +57,28 @@ def compiled_loops():
                 super().build_extension(extension)
                 self._outcome[extension.name] = None
             except Exception as error:  # compiler missing or refusing: the loop is left out
-                self._outcome[extension.name] = _first_line(error)
-                print(f"fconv_plugin: {extension.name} not built ({_first_line(error)}); "
-                      "the torch operations run instead", file=sys.stderr)
-                stale = self.get_ext_fullpath(extension.name)
+                self._failed(extension, error)
+
+        def _failed(self, extension, error):
+            self._outcome[extension.name] = _first_line(error)
+            print(f"fconv_plugin: {extension.name} not built ({_first_line(error)}); "
+                  "the torch operations run instead", file=sys.stderr)
+            for stale in {self.get_ext_fullpath(extension.name), self._in_tree_path(extension.name)}:
                 if os.path.exists(stale):  # an earlier build's loop would hide the failure
                     os.remove(stale)
+
+        def copy_extensions_to_source(self):  # only the loops that were built
+            every = self.extensions
+            self.extensions = [e for e in every if self._outcome.get(e.name, "absent") is None]
+            try:
+                super().copy_extensions_to_source()
+            finally:
+                self.extensions = every
+
+        def _in_tree_path(self, name):
+            package = name.rpartition(".")[0]
+            directory = self.get_finalized_command("build_py").get_package_dir(package)
+            return os.path.join(directory, os.path.basename(self.get_ext_filename(name)))
 
         def _openmp_flags(self):
             if not hasattr(self, "_openmp"):
@@ -80,12 +102,16 @@ def compiled_loops():
         def _write_report(self):
             if not self.extensions:
                 return
-            directory = os.path.dirname(self.get_ext_fullpath(self.extensions[0].name))
-            os.makedirs(directory, exist_ok=True)
             report = {"torch": __import__("torch").__version__, "openmp": bool(getattr(self, "_openmp", [])),
                       "loops": {name.rsplit("._", 1)[-1]: reason for name, reason in self._outcome.items()}}
-            with open(os.path.join(directory, REPORT), "w") as f:
-                json.dump(report, f, indent=1)
+            first = self.extensions[0].name
+            directories = {os.path.dirname(self.get_ext_fullpath(first))}
+            if self._in_tree:
+                directories.add(os.path.dirname(self._in_tree_path(first)) or ".")
+            for directory in directories:
+                os.makedirs(directory, exist_ok=True)
+                with open(os.path.join(directory, REPORT), "w") as f:
+                    json.dump(report, f, indent=1)
 
     extensions = [
         # no implicit fused multiply-add (torch's rounding); errno never read, so fma and
