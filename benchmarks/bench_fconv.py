@@ -249,7 +249,7 @@ def copy_bandwidth():
 
 def peak_gemm_rates(size=1536):
     """GFLOP/s of one large float32 matrix product and of the int8 (dynamic) one."""
-    from fconv_plugin.modules.int8 import Int8Weight
+    from fconv_plugin.deployment.int8 import Int8Weight
 
     a, b = torch.randn(size, size), torch.randn(size, size)
     int8 = Int8Weight.from_float(b)

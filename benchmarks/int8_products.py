@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from fconv_plugin.modules.int8 import Int8Weight, fused_rows  # noqa: E402
+from fconv_plugin.deployment.int8 import Int8Weight, fused_rows  # noqa: E402
 
 SHAPES = [(256, 256), (768, 512), (256, 4576)]  # (in, out): fc1/fc2/attention, convolutions, fc3
 

@@ -35,7 +35,7 @@ from load_test import int8_copy  # noqa: E402  the load test's int8 copy of the 
 
 from fconv_plugin.inference import Translator  # noqa: E402
 from fconv_plugin.modules.attention import AttentionSums  # noqa: E402
-from fconv_plugin.modules.int8 import swap_in_int8_modules_  # noqa: E402
+from fconv_plugin.deployment.int8 import swap_in_int8_modules_  # noqa: E402
 
 
 def translator(run: Path, checkpoint: Path) -> Translator:

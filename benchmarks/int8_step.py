@@ -41,7 +41,7 @@ from load_test import int8_copy  # noqa: E402  the load test's int8 copy of the 
 from step_overhead import BEAM, SENTENCES, SOURCE_LENGTH, state_at_step  # noqa: E402
 
 from fconv_plugin.inference import Translator  # noqa: E402
-from fconv_plugin.modules import int8 as int8_layers  # noqa: E402
+from fconv_plugin.deployment import int8 as int8_layers  # noqa: E402
 
 
 def loaded(checkpoint: Path, run: Path):

@@ -6,7 +6,7 @@ in ``fconv_plugin.compat`` (other programs call ``fconv_plugin.compat.install()`
 want them); otherwise it does not import them.
 
 The layers, each importing only those before it: ``modules`` (the paper's layers),
-``models`` (the fairseq model), ``inference`` (text in, translations out), then the
+``deployment`` (their int8 forms), ``models`` (the fairseq model), ``inference`` (text in, translations out), then the
 faces: ``cli``, ``serve``, ``export`` (and ``fconv_onnx``, which imports none of this
 package). ``compat`` (the host fixes) is imported only by entry points.
 """

@@ -59,9 +59,10 @@ def test_a_layer_loads_nothing_above_it(module, forbidden):
 
 # Each part of the package and the parts it may import, in the layers' order (docs/design.md#layers).
 BELOW = {"errors": [], "checkpoint_io": ["errors"], "native": []}  # native: the compiled loops' loader
-BELOW["modules"] = ["errors", "native"]
+BELOW["modules"] = ["errors"]  # the paper and nothing else (test below)
 BELOW["layer_spec"] = ["errors", "modules"]  # the options of the model, in the paper's layer terms
-BELOW["models"] = BELOW["modules"] + ["modules", "layer_spec", "checkpoint_io"]
+BELOW["deployment"] = ["errors", "native", "modules"]  # the layers' int8 forms
+BELOW["models"] = BELOW["deployment"] + ["deployment", "layer_spec", "checkpoint_io"]
 BELOW["inference"] = BELOW["models"] + ["models"]
 BELOW["compat"] = BELOW["inference"] + ["inference"]
 for face in ("cli", "serve", "export"):
@@ -144,3 +145,18 @@ def test_no_layer_writes_the_models_generation_flags():
                                                                              "beam_size", "batch_invariant"):
                         offending.append((relative, node.lineno, target.attr))
     assert offending == []
+
+
+def test_the_paper_layer_is_only_the_paper():
+    """modules/ holds the paper's layers: no deployment form (int8), no compiled loop, and
+    at most 1,000 lines; the int8 forms are deployment/'s (docs/design.md#layers)."""
+    sources = sorted((PACKAGE / "modules").rglob("*"))
+    assert [path.name for path in sources if path.suffix not in (".py", ".pyc") and path.is_file()] == []
+    python = [path for path in sources if path.suffix == ".py"]
+    assert sum(len(path.read_text(encoding="utf-8").splitlines()) for path in python) <= 1000
+    for path in python:
+        imported = [name for _, name in _imports(path)]
+        assert not [name for name in imported if name.split(".")[:2] in (["fconv_plugin", "native"],
+                                                                         ["fconv_plugin", "deployment"])], path
+        assert not [line for line in path.read_text(encoding="utf-8").splitlines()
+                    if line.startswith("class Int8")], path

@@ -6,7 +6,7 @@
 Every weight-normalised matrix product (convolutions, attention projections, fc1,
 fc2, fc3, residual projections) is stored as int8 rows with per-row scales
 and so are the embedding tables, except a decoder table shared with fc3: each layer
-is swapped for its int8 form (``fconv_plugin/modules/int8.py``). The optimizer state is
+is swapped for its int8 form (``fconv_plugin/deployment/int8.py``). The optimizer state is
 left out (an int8 model cannot train), and the checkpoint's model options gain
 ``int8_weights``, so fairseq-generate, fairseq-interactive and the hub build the int8
 model from it with ``--user-dir`` and nothing else.

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..modules.causal_convolution import CausalConvolution, CausalWindow
-from ..modules.int8 import convolution_windows, kernel_as_rows
+from ..deployment.int8 import convolution_windows, kernel_as_rows
 from ..modules.layer_swap import replace_layers_
 from ..modules.weight_norm import WeightNormalized, WeightNormConvTBC, WeightNormLinear
 

@@ -30,7 +30,7 @@ from fairseq.tokenizer import tokenize_line
 
 from ..checkpoint_io import loading_fairseq_checkpoints
 from ..errors import FConvError
-from ..modules.int8 import Int8Weight
+from ..deployment.int8 import Int8Weight
 from ..modules.unk_replacement import attended_source_positions, replace_unknown_words
 from .attention import layer_attention, readable
 from .beam_search import BeamSearch

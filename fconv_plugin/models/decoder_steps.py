@@ -29,12 +29,13 @@ from torch import Tensor
 
 from .. import native
 from ..errors import FConvError
+from ..deployment import int8 as int8_layers
 from ..modules import AttentionLayer, AttentionSource
-from ..modules import int8 as int8_layers
 from ..modules.attention import AttentionSums
 from ..modules.conv_block import GatedLinearUnit, add_residual
 from ..modules.embeddings import LearnedPositionalEmbedding, TokenEmbedding
-from ..modules.weight_norm import AddmmRows
+from ..modules.causal_convolution import CausalConvolution
+from ..modules.weight_norm import WeightNormLinear
 from .fconv import FConvDecoder
 
 # the step without Python between its operations (native/decoder_step.cpp) where it is
@@ -44,11 +45,34 @@ compiled_step = native.module("decoder_step")
 RowFunction = Callable[[Tensor], Tensor]
 
 
+class AddmmRows:
+    """rows ↦ addmm(b, rows, wᵀ): a float32 layer as a function of a matrix of rows, w looked
+    up once; its operands named so that the compiled decoder step
+    (``native/decoder_step.cpp``) makes the same call."""
+
+    __slots__ = ("bias", "weight_t")
+
+    def __init__(self, bias: Tensor, weight_t: Tensor):
+        self.bias, self.weight_t = bias, weight_t
+
+    def __call__(self, rows: Tensor) -> Tensor:
+        return torch.addmm(self.bias, rows, self.weight_t)
+
+
 def row_function(layer) -> RowFunction:
-    """``layer`` as a function of a matrix of rows: its own ``row_function`` where it has one
-    (weight-normalised and int8 layers), else the layer itself (a shared output embedding's
-    ``nn.Linear``)."""
-    return layer.row_function() if hasattr(layer, "row_function") else layer
+    """``layer`` as a function of a matrix of rows, what the step calls at every position:
+    a layer's own ``row_function`` where it has one (the int8 forms, an export's plain
+    layers); a causal convolution's ``window_product`` over flattened windows (rows x k · in,
+    oldest input first) and a linear layer's ``forward`` on a matrix (rows x in ↦ x wᵀ + b),
+    each the same ``addmm`` as the layer's, so the same bits; else the layer itself (a
+    shared output embedding's ``nn.Linear``)."""
+    if hasattr(layer, "row_function"):
+        return layer.row_function()
+    if isinstance(layer, CausalConvolution):
+        return AddmmRows(layer.bias, layer.flat_weight())
+    if isinstance(layer, WeightNormLinear):
+        return AddmmRows(layer.bias, layer.normalized_weight().t())
+    return layer
 
 
 @dataclass

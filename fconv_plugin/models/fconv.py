@@ -29,8 +29,8 @@ from ..modules import (
     encoder_gradient_scale,
     forward_conv_blocks,
     scale_gradient,
-    swap_in_int8_modules_,
 )
+from ..deployment.int8 import swap_in_int8_modules_
 from ..modules.conv_block import SQRT_HALF, GatedLinearUnit, plan_conv_stack, residual_projection, same_length_padding
 from ..modules.embeddings import positional_embedding_or_none
 from .architectures import base_architecture
@@ -137,7 +137,7 @@ class FConvModel(FairseqEncoderDecoderModel):
         return model
 
     def quantize_int8_(self) -> None:
-        """Matrix products and embedding tables in int8 (modules/int8.py); inference only.
+        """Matrix products and embedding tables in int8 (deployment/int8.py); inference only.
 
         A decoder embedding shared with the output layer (--share-input-output-embed)
         stays float32, as that output layer does. The attention's sums become their

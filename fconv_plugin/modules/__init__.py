@@ -10,7 +10,6 @@ from .causal_convolution import CausalConvolution
 from .conv_block import ConvLayerSpec, forward_conv_blocks
 from .embeddings import LearnedPositionalEmbedding, TokenEmbedding
 from .gradient_scaling import encoder_gradient_scale, scale_gradient
-from .int8 import swap_in_int8_modules_
 from .pointer_generator import PointerGenerator
 from .weight_norm import WeightNormConvTBC, WeightNormLinear, WeightNormalized
 
@@ -28,5 +27,4 @@ __all__ = [
     "encoder_gradient_scale",
     "forward_conv_blocks",
     "scale_gradient",
-    "swap_in_int8_modules_",
 ]

@@ -18,7 +18,7 @@ beams moves nothing unless whole sentences leave the batch.
 
 The sums over the source (the scores d·z with their softmax, and the weighted read)
 are one small module, ``AttentionSums``: float32 as torch computes them. int8 models swap in
-a form that sums in float64 (``modules/int8.py``), the way they swap their other layers.
+a form that sums in float64 (``deployment/int8.py``), the way they swap their other layers.
 """
 
 import dataclasses
@@ -156,7 +156,7 @@ class AttentionSums(nn.Module):
     """The attention's sums over the source: batched products and the softmax, in float32.
 
     No parameters: it adds nothing to the state dict. Its int8 form
-    (``modules/int8.BatchInvariantSums``) sums in float64 instead."""
+    (``deployment/int8.BatchInvariantSums``) sums in float64 instead."""
 
     def operand(self, source: Tensor) -> Tensor:
         """Keys or values (``AttentionSource``) as ``product`` takes its second operand: as they are."""

@@ -10,14 +10,14 @@ buffer with the beams. That buffer is the convolution's whole decoding state (an
 exported decoder step takes and returns it explicitly).
 """
 
-from typing import Callable, Dict, Optional
+from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor
 
-from .weight_norm import AddmmRows, WeightNormConvTBC
+from .weight_norm import WeightNormConvTBC
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
@@ -72,11 +72,6 @@ class CausalConvolution(CausalWindow, WeightNormConvTBC):
 
     def window_product(self, windows: Tensor) -> Tensor:
         return torch.addmm(self.bias, windows, self.flat_weight())
-
-    def row_function(self) -> Callable[[Tensor], Tensor]:
-        """``window_product`` with the kernel looked up once: flattened windows (rows x k · in,
-        oldest input first) to rows x out, what the decoder's step calls at every position."""
-        return AddmmRows(self.bias, self.flat_weight())
 
     def flat_weight(self) -> Tensor:
         """The kernel as a (k · in, out) matrix: row j · in + c multiplies buffer[:, j, c]."""

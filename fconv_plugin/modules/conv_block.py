@@ -10,7 +10,7 @@ Encoder and decoder lay the blocks out from one spec, a list of
 the residual comes from (default 1, 0 for none), and both run them with
 ``forward_conv_blocks``; the decoder adds its attention inside each block (§3.3).
 The gate is a module (``GatedLinearUnit``, no parameters) so that a model's int8 form
-can swap in one that computes it in float64 (``modules/int8.py``).
+can swap in one that computes it in float64 (``deployment/int8.py``).
 """
 
 import math

@@ -13,8 +13,6 @@ again (``train(True)``) or loading a state dict ends that: w is derived from
 ``weight_g`` and ``weight_v`` at every call again.
 """
 
-from typing import Callable
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -83,12 +81,6 @@ class WeightNormLinear(WeightNormalized):
             return out.view(*x.shape[:-1], self.out_features)
         return F.linear(x, self.normalized_weight(), self.bias)
 
-    def row_function(self) -> Callable[[Tensor], Tensor]:
-        """The layer as a function of a matrix of rows (rows x in ↦ x wᵀ + b), w looked up
-        once: what the decoder's step calls at every position (``models/decoder_steps.py``).
-        The same ``addmm`` as ``forward`` on a matrix, so the same bits."""
-        return AddmmRows(self.bias, self.normalized_weight().t())
-
     def _inference_layout(self, weight: Tensor) -> Tensor:
         """(out, in) values over (in, out) storage, so that wᵀ is contiguous."""
         return weight.t().contiguous().t()
@@ -122,15 +114,3 @@ class WeightNormConvTBC(WeightNormalized):
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}"
 
-
-class AddmmRows:
-    """rows ↦ addmm(b, rows, wᵀ): a float32 layer's ``row_function``, with its operands
-    named so that the compiled decoder step (``native/decoder_step.cpp``) makes the same call."""
-
-    __slots__ = ("bias", "weight_t")
-
-    def __init__(self, bias: Tensor, weight_t: Tensor):
-        self.bias, self.weight_t = bias, weight_t
-
-    def __call__(self, rows: Tensor) -> Tensor:
-        return torch.addmm(self.bias, rows, self.weight_t)

@@ -5,7 +5,7 @@ Three C++ extensions, each built when the package is installed with torch presen
 wherever it is absent:
 
 - ``int8_rows``: the int8 layers' products, embeddings, gate and float64 attention sums
-  (reference: ``fconv_plugin/modules/int8.py``'s torch operations);
+  (reference: ``fconv_plugin/deployment/int8.py``'s torch operations);
 - ``decoder_step``: one decoder step over rows (reference: ``DecoderSteps.step`` in
   ``fconv_plugin/models/decoder_steps.py``);
 - ``beam_candidates``: beam search's candidates and bookkeeping between steps

@@ -1,4 +1,4 @@
-// The loops of modules/int8.py compiled: the int8 linear layer in one call (rows quantised,
+// The loops of deployment/int8.py compiled: the int8 linear layer in one call (rows quantised,
 // multiplied, scaled back), and the attention's batch-invariant float64 sums (below).
 //
 // Int8Weight.linear in torch is a dozen small kernels around one integer product (absolute
@@ -11,7 +11,7 @@
 // decoding step's few rows, by AVX-512 VNNI loops of its own (below: the same exact sums).
 //
 // The arithmetic is the torch form's, element by element, so both give the same bits
-// (tests/modules/test_int8.py): scale_r = max(max_j |x_rj|, 1e-12) / 127, q_rj =
+// (tests/deployment/test_int8.py): scale_r = max(max_j |x_rj|, 1e-12) / 127, q_rj =
 // round-half-even(x_rj / scale_r); y_rn = bias_n + (float(sum_rn) * scale_r) * w_scale_n,
 // the last step one fused multiply-add (std::fma, one rounding, as torch's vectorised
 // addcmul computes it), every other operation rounded on its own (-ffp-contract=off). Every

@@ -13,7 +13,7 @@ import torch
 from fconv_plugin.errors import FConvError
 from fconv_plugin.inference import Translator
 from fconv_plugin.inference.workers import check_workers
-from fconv_plugin.modules import int8
+from fconv_plugin.deployment import int8
 from tests.cli.conftest import run_tool, trained_model, word_task  # noqa: F401
 
 pytestmark = pytest.mark.slow  # trains a model

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fconv_plugin.modules.embeddings import TokenEmbedding
-from fconv_plugin.modules.int8 import Int8Embedding
+from fconv_plugin.deployment.int8 import Int8Embedding
 from tests.support import DictionaryTask, build_pair, build_plugin_model, make_dictionary, relative_error, translation_batch
 
 SRC, TGT = make_dictionary(40, "s"), make_dictionary(36, "t")

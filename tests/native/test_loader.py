@@ -47,7 +47,7 @@ def test_switched_off_the_torch_forms_run_and_the_log_says_so_once():
         "import torch\n"
         "from fconv_plugin.inference import beam_search\n"
         "from fconv_plugin.models import decoder_steps\n"
-        "from fconv_plugin.modules import int8\n"
+        "from fconv_plugin.deployment import int8\n"
         "assert int8.fused_rows is None and decoder_steps.compiled_step is None\n"
         "assert beam_search.compiled_candidates is None\n"
         "gate = int8.PreciseGatedLinearUnit()\n"

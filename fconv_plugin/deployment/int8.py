@@ -39,12 +39,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import native
-from .attention import AttentionSums
-from .causal_convolution import CausalConvolution, CausalWindow
-from .conv_block import GatedLinearUnit
-from .embeddings import LearnedPositionalEmbedding, TokenEmbedding, positions_to_embed
-from .layer_swap import replace_layers_
-from .weight_norm import WeightNormalized, WeightNormConvTBC, WeightNormLinear
+from ..modules.attention import AttentionSums
+from ..modules.causal_convolution import CausalConvolution, CausalWindow
+from ..modules.conv_block import GatedLinearUnit
+from ..modules.embeddings import LearnedPositionalEmbedding, TokenEmbedding, positions_to_embed
+from ..modules.layer_swap import replace_layers_
+from ..modules.weight_norm import WeightNormalized, WeightNormConvTBC, WeightNormLinear
 
 # the same arithmetic in one call (native/int8_rows.cpp) where it is built and not switched off
 fused_rows = native.module("int8_rows")
