@@ -49,11 +49,12 @@ def _complete(batch_by_size):
     @functools.wraps(batch_by_size)  # __wrapped__: fairseq's own, for tests
     def batch_every_sentence(indices, num_tokens_fn, num_tokens_vec=None, max_tokens=None, max_sentences=None,
                              required_batch_size_multiple=1, fixed_shapes=None):
+        if not isinstance(indices, np.ndarray):  # as fairseq takes them; an iterator is read once
+            indices = np.fromiter(indices, dtype=np.int64, count=-1)
         batches = batch_by_size(indices, num_tokens_fn, num_tokens_vec, max_tokens, max_sentences,
                                 required_batch_size_multiple, fixed_shapes)
         if fixed_shapes is not None:  # fairseq's fixed shapes choose what fits; not this bug
             return batches
-        indices = np.asarray(indices if isinstance(indices, np.ndarray) else list(indices), dtype=np.int64)
         missing = left_out(indices, batches)
         if len(missing) == 0:
             return batches

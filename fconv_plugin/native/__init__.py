@@ -70,7 +70,7 @@ def _load(name: str):
     try:
         return importlib.import_module(f"{__name__}._{name}"), None
     except ImportError as error:
-        failure = (_build_report().get("loops") or {}).get(name, "absent")
+        failure = (_build_report().get("loops") or {}).get(name) or "absent"
         if getattr(error, "name", None) == f"{__name__}._{name}":  # no such module: never built
             if failure == "absent":
                 return None, ("not built (installed without torch, or a checkout never installed: "

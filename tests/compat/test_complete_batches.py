@@ -99,3 +99,11 @@ def test_the_log_names_the_subset_and_the_count_once(caplog, monkeypatch):
     assert lines == ["fconv_plugin: fairseq's batching left out 4 of the 60 sentences of the valid subset (a last "
                      "batch that is not a multiple of --required-batch-size-multiple 8, fairseq #5036); they are "
                      "batched too"]
+
+
+def test_indices_given_as_a_list_or_an_iterator():
+    lengths = np.full(20, 3, dtype=np.int64)
+    for given in (list(range(20)), iter(range(20))):
+        batches = data_utils.batch_by_size(given, lambda i: 3, num_tokens_vec=lengths, max_sentences=16,
+                                           required_batch_size_multiple=MULTIPLE)
+        _check_batching(batches, np.arange(20), lengths, max_sentences=16)
