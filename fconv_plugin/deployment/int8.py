@@ -53,7 +53,6 @@ fused_rows = native.module("int8_rows")
 def _compiled_loops() -> bool:
     """Whether the compiled loops run: they are built, and no exporter is tracing the model
     (a traced graph needs torch operations; an export traces the same arithmetic as them)."""
-    native.announce()
     return fused_rows is not None and not torch.compiler.is_compiling()
 
 
@@ -210,7 +209,8 @@ class Int8Linear(nn.Module):
         return self.int8.linear(x, self.bias)
 
     def row_function(self) -> Callable[[Tensor], Tensor]:
-        """As ``WeightNormLinear.row_function``: rows x in ↦ rows x out."""
+        """The layer as a function of a matrix of rows, rows x in ↦ rows x out (the step's
+        form of a float ``WeightNormLinear``: ``models/decoder_steps.row_function``)."""
         return self.int8.row_function(self.bias)
 
     def extra_repr(self) -> str:
@@ -251,7 +251,8 @@ class Int8CausalConvolution(CausalWindow, Int8ConvTBC):
         return self.int8.linear(windows, self.bias)
 
     def row_function(self) -> Callable[[Tensor], Tensor]:
-        """As ``CausalConvolution.row_function``: flattened windows to rows x out."""
+        """``window_product`` as a function of a matrix of flattened windows, to rows x out
+        (the step's form of a float ``CausalConvolution``: ``models/decoder_steps.row_function``)."""
         return self.int8.row_function(self.bias)
 
 
@@ -367,5 +368,6 @@ def swap_in_int8_modules_(model: nn.Module, keep: Iterable[nn.Module] = ()) -> N
     Layers in ``keep`` stay float32. A layer reachable from two parents is replaced by
     one int8 module in both. Inference only: the int8 layers have no gradient path.
     """
+    native.announce()  # which int8 loops these layers will run: said once, where they are picked
     forms = {float_type: int8_type.from_float for float_type, int8_type in INT8_FORMS.items()}
     replace_layers_(model, forms, keep, must_have_form=(WeightNormalized, TokenEmbedding), form_name="int8")

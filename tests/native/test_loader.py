@@ -50,8 +50,11 @@ def test_switched_off_the_torch_forms_run_and_the_log_says_so_once():
         "from fconv_plugin.deployment import int8\n"
         "assert int8.fused_rows is None and decoder_steps.compiled_step is None\n"
         "assert beam_search.compiled_candidates is None\n"
-        "gate = int8.PreciseGatedLinearUnit()\n"
-        "for _ in range(3): gate(torch.randn(2, 6))\n"
+        "from fconv_plugin.modules import WeightNormLinear\n"
+        "for _ in range(3):  # int8 layers picked and run three times\n"
+        "    layers = torch.nn.Sequential(WeightNormLinear(6, 4))\n"
+        "    int8.swap_in_int8_modules_(layers)\n"
+        "    layers(torch.randn(2, 6))\n"
         "import json; from fconv_plugin import native; print(json.dumps(native.states()))\n"
     )
     result = _python(code, env={"FCONV_NATIVE": "0"})
