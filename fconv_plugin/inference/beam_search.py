@@ -29,7 +29,9 @@ scores, in fairseq's output format. What differs is the bookkeeping around the m
   reference it is tested against;
 - with the plugin's compiled decoder step, a search that blocks no n-grams runs whole
   steps in that compiled loop (``Bookkeeping.run_steps``: reorder, step, candidates,
-  books), back in Python only when a sentence leaves and for the last step.
+  books; it drives the compiled decoding through the table ``decoder_step`` hands out,
+  C++ to C++, without the GIL), back in Python only when a sentence leaves and for the
+  last step.
 
 Repeated n-grams are blocked as ``compat.ngram_blocking`` mends fairseq's CPU blocker
 to (fairseq issues #4709, #5206: unmended it reads the buffer's padding and never
@@ -153,7 +155,7 @@ class BeamSearch:
                 reorder = kept_sentences = None
             if compiled_steps is not None and step < max_len:  # until a sentence leaves, the end or the last step
                 finished, step, reorder, kept_sentences = book.run_steps(
-                    compiled_steps, step, self.vocab_size, self.model.decoder.padding_idx, self.pad, self.unk,
+                    compiled_steps, native.module("decoder_step").api, step, self.vocab_size, self.model.decoder.padding_idx, self.pad, self.unk,
                     self.unk_penalty, self.min_len)
                 if finished:
                     break

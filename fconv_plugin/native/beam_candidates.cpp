@@ -22,6 +22,8 @@
 // a finite hypothesis, so no output changes.
 #include <torch/extension.h>
 
+#include "apis.h"
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -29,6 +31,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace {
@@ -390,31 +393,25 @@ class Bookkeeping {
 
   // Steps from `step` on without Python between them, for a search with nothing but the
   // candidates' pass between the decoder and the books (no attention kept, no n-grams
-  // blocked, no prefixes): each reorders `decoding` (decoder_step.cpp's Decoding, or
-  // anything with its reorder and log_probs) by the last step's order, runs its step on
-  // the newest tokens at position padding_idx + step + 1, and advances with the best
-  // candidates. Stops after a step where every sentence finished or some left (the
-  // source the decoding reads must then follow them), or before the last step (max_len),
-  // whose rules the search applies. `decoding` starts in the order of the live rows.
-  // Returns (finished, the next step, the order the decoding awaits, the sentences kept
-  // where some left).
+  // blocked, no prefixes): each reorders `decoding` (decoder_step.cpp's Decoding, driven
+  // through the table `api` that module hands out, apis.h) by the last step's order, runs
+  // its step on the newest tokens at position padding_idx + step + 1, and advances with
+  // the best candidates. Stops after a step where every sentence finished or some left
+  // (the source the decoding reads must then follow them), or before the last step
+  // (max_len), whose rules the search applies. `decoding` starts in the order of the live
+  // rows. Returns (finished, the next step, the order the decoding awaits, the sentences
+  // kept where some left). Called without the GIL: C++ and ATen throughout.
   std::tuple<bool, int64_t, c10::optional<torch::Tensor>, c10::optional<torch::Tensor>> run_steps(
-      const py::object& decoding, int64_t step, int64_t vocab, int64_t padding_idx, int64_t pad, int64_t unk,
-      double unk_penalty, int64_t min_len) {
-    const py::object reorder = decoding.attr("reorder"), log_probs = decoding.attr("log_probs");
+      void* decoding, const fconv_decoding::Api& api, int64_t step, int64_t vocab, int64_t padding_idx, int64_t pad,
+      int64_t unk, double unk_penalty, int64_t min_len) {
     c10::optional<torch::Tensor> order;
     for (; step < max_len_; ++step) {
-      if (order.has_value()) reorder(*order);
-      const auto step_out = log_probs(tokens(step).select(1, step), padding_idx + step + 1, false);
-      const auto lprobs = step_out.cast<py::tuple>()[0].cast<torch::Tensor>();
+      if (order.has_value()) api.reorder(decoding, *order);
+      const auto lprobs = api.log_probs(decoding, tokens(step).select(1, step), padding_idx + step + 1);
       // BeamSearch._candidate_count: twice the beam, fewer if a sentence has fewer extensions
       const int64_t k = std::min<int64_t>(2 * beam_, (step == 0 ? 1 : beam_) * vocab - 1);
-      std::tuple<bool, c10::optional<torch::Tensor>, c10::optional<torch::Tensor>> advanced;
-      {
-        py::gil_scoped_release no_gil;  // C++ only: other threads' searches go on meanwhile
-        advanced = advance_with_best_candidates(step, lprobs, k, pad, unk, unk_penalty, step < min_len);
-      }
-      auto& [finished, next_order, kept] = advanced;
+      auto [finished, next_order, kept] =
+          advance_with_best_candidates(step, lprobs, k, pad, unk, unk_penalty, step < min_len);
       if (finished || kept.has_value()) return {finished, step + 1, next_order, kept};
       order = std::move(next_order);
     }
@@ -481,7 +478,19 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("advance_with_best_candidates", &Bookkeeping::advance_with_best_candidates, py::arg("step"),
            py::arg("lprobs"), py::arg("k"), py::arg("pad"), py::arg("unk"), py::arg("unk_penalty"),
            py::arg("forbid_eos"), py::call_guard<py::gil_scoped_release>())
-      .def("run_steps", &Bookkeeping::run_steps, py::arg("decoding"), py::arg("step"), py::arg("vocab"),
-           py::arg("padding_idx"), py::arg("pad"), py::arg("unk"), py::arg("unk_penalty"), py::arg("min_len"))
+      .def(
+          "run_steps",
+          [](Bookkeeping& book, const py::object& decoding, const py::capsule& api, int64_t step, int64_t vocab,
+             int64_t padding_idx, int64_t pad, int64_t unk, double unk_penalty, int64_t min_len) {
+            TORCH_CHECK(api.name() != nullptr && std::string(api.name()) == fconv_decoding::kApiCapsuleName,
+                        "not the compiled decoding's table (fconv_plugin.native._decoder_step.api)");
+            const auto* table = api.get_pointer<fconv_decoding::Api>();
+            void* state = table->decoding_of(decoding.ptr());
+            TORCH_CHECK(state != nullptr, "run_steps drives the compiled decoding (decoder_step's Decoding)");
+            py::gil_scoped_release no_gil;  // C++ only: other threads' searches go on meanwhile
+            return book.run_steps(state, *table, step, vocab, padding_idx, pad, unk, unk_penalty, min_len);
+          },
+          py::arg("decoding"), py::arg("api"), py::arg("step"), py::arg("vocab"), py::arg("padding_idx"),
+          py::arg("pad"), py::arg("unk"), py::arg("unk_penalty"), py::arg("min_len"))
       .def("finished", &Bookkeeping::finished);
 }

@@ -4,10 +4,11 @@
 // The same ATen calls run in the same order with the same arguments (addmm, cat, glu, bmm,
 // masked_fill, softmax, the in-place scalings, log_softmax), and an int8 model's layers
 // call the same compiled loops its Python form calls (int8_rows.cpp, through the table in
-// int8_rows_api.h), so the log-probabilities are the Python step's bits
+// apis.h), so the log-probabilities are the Python step's bits
 // (tests/models/test_decoder_steps.py runs both against the decoder's forward). What it
-// saves is the Python between some 75 operations a step: ~10% of a float32 translation at
-// beam 5 x 16 (benchmarks/step_overhead.py, docs/performance.md). A search's state (each
+// saves is the Python between some 75 operations a step: with beam_candidates.cpp's whole
+// steps, 1.12-1.30x an int8 translation's speed at beam 5 x 16, 1.02-1.21x a float32 one's
+// (benchmarks/native_loops.py, docs/performance.md). A search's state (each
 // block's history, the attention source) is held here too (Decoding), so that a step is one
 // call from the newest tokens: their embeddings (§3.1) looked up here, the histories
 // reordered here as the beams move. A copying model's mixture stays in Python.
@@ -19,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "int8_rows_api.h"
+#include "apis.h"
 
 namespace {
 
@@ -73,7 +74,7 @@ const fconv_int8::Api* api_from(const py::object& capsule) {
   if (capsule.is_none()) return nullptr;
   auto table = capsule.cast<py::capsule>();
   TORCH_CHECK(table.name() != nullptr && std::string(table.name()) == fconv_int8::kApiCapsuleName,
-              "not the int8 loops' table (fconv_plugin.modules._int8_rows.api)");
+              "not the int8 loops' table (fconv_plugin.native._int8_rows.api)");
   return table.get_pointer<fconv_int8::Api>();
 }
 
@@ -307,6 +308,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           },
           "rows of an int8 table with per-row scales, as float32", py::arg("api"), py::arg("weight"),
           py::arg("scale"));
+  // the table beam_candidates.cpp's run_steps calls (apis.h): whole steps without Python
+  static const fconv_decoding::Api api{
+      [](PyObject* object) -> void* {
+        const py::handle handle(object);
+        return py::isinstance<Decoding>(handle) ? static_cast<void*>(&handle.cast<Decoding&>()) : nullptr;
+      },
+      [](void* decoding, const torch::Tensor& order) { static_cast<Decoding*>(decoding)->reorder(order); },
+      [](void* decoding, const torch::Tensor& last_tokens, int64_t position) {
+        return std::get<0>(static_cast<Decoding*>(decoding)->log_probs(last_tokens, position, false));
+      }};
+  m.attr("api") = py::capsule(&api, fconv_decoding::kApiCapsuleName);
   py::class_<Decoding>(m, "Decoding", "one search's decoding state for a Step: histories and attention source")
       .def(py::init([](std::shared_ptr<Step> step, Table tokens, c10::optional<Table> positions,
                        std::vector<c10::optional<torch::Tensor>> histories) {

@@ -21,7 +21,7 @@
 
 #include <ATen/Parallel.h>
 
-#include "int8_rows_api.h"
+#include "apis.h"
 
 #include <algorithm>
 #include <cmath>

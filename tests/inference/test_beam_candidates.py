@@ -246,3 +246,27 @@ def test_finished_hypotheses_by_hand():
     count, tokens, positional, lengths, scores = book.finished()
     assert count.tolist() == [1] and lengths[0, 0] == 2 and scores[0, 0] == -0.75
     assert tokens[0, 0, :2].tolist() == [6, EOS] and positional[0, 0, :2].tolist() == [-2.0, 0.5]
+
+
+@needs_compiled("beam_candidates")
+@needs_compiled("decoder_step")
+@needs_compiled("int8_rows")
+def test_whole_steps_drive_only_the_compiled_decoding_through_its_table():
+    """``Bookkeeping.run_steps`` calls the compiled decoding C++ to C++ (the table
+    ``decoder_step`` hands out), never a Python object's methods: anything else is refused
+    with a one-line error before a step is run."""
+    from fconv_plugin import native
+
+    book = beam_search.compiled_candidates.Bookkeeping(1, 2, 5, 2, 1, True, 1.0)
+
+    class LooksLikeADecoding:
+        def reorder(self, order):
+            raise AssertionError("called back into Python")
+
+        def log_probs(self, last, position, attention):
+            raise AssertionError("called back into Python")
+
+    with pytest.raises(RuntimeError, match="drives the compiled decoding"):
+        book.run_steps(LooksLikeADecoding(), native.module("decoder_step").api, 0, 10, 1, 1, 3, 0.0, 0)
+    with pytest.raises(RuntimeError, match="not the compiled decoding's table"):
+        book.run_steps(LooksLikeADecoding(), native.module("int8_rows").api, 0, 10, 1, 1, 3, 0.0, 0)

@@ -1,7 +1,8 @@
-// The int8 layers' compiled loops (int8_rows.cpp) as other compiled code calls them: the
-// module _int8_rows hands this table out as a capsule (its attribute "api"), so that one
-// copy of the loops and of their settings (AMX, register width) serves Python and the
-// compiled decoder step (native/decoder_step.cpp) alike.
+// What the compiled loops hand each other, as tables of functions in capsules (each
+// module's attribute "api"), so that one loop calls another without Python between them:
+// - the int8 layers' loops (int8_rows.cpp), one copy of them and of their settings (AMX,
+//   register width) for Python and the compiled decoder step (decoder_step.cpp) alike;
+// - the compiled decoding (decoder_step.cpp), which beam_candidates.cpp's run_steps steps.
 #pragma once
 
 #include <torch/extension.h>
@@ -27,3 +28,18 @@ struct Api {
 };
 
 }  // namespace fconv_int8
+
+namespace fconv_decoding {
+
+constexpr const char* kApiCapsuleName = "fconv_plugin.native._decoder_step.api";
+
+struct Api {
+  // the state held by a Python object of decoder_step's Decoding class; null for any other object
+  void* (*decoding_of)(PyObject* object);
+  // row r of the state becomes row order[r] (Decoding.reorder)
+  void (*reorder)(void* decoding, const torch::Tensor& order);
+  // the step's log-probabilities for the newest tokens at a position (Decoding.log_probs, no attention)
+  torch::Tensor (*log_probs)(void* decoding, const torch::Tensor& last_tokens, int64_t position);
+};
+
+}  // namespace fconv_decoding
