@@ -47,7 +47,7 @@ def report() -> str:
         f"cpu: {platform.processor() or platform.machine()}; "
         + ", ".join(f"{name} {value}" for name, value in cpu_features().items()),
         f"threads: {torch.get_num_threads()} (torch.get_num_threads)",
-        f"{native.SWITCH}: {'on' if native.switched_on() else 'off (0): the torch forms run'}",
+        f"{native.SWITCH}: {native.switch_setting()}",
         "compiled loops:",
     ]
     for name, why in native.states().items():

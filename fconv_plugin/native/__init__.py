@@ -12,12 +12,18 @@ wherever it is absent:
   (reference: ``_Bookkeeping`` and ``split_candidates`` in
   ``fconv_plugin/inference/beam_search.py``).
 
+The loops call each other only C++ to C++, through tables of functions each module hands
+out (``apis.h``); none calls back into Python. What each buys, end to end, is measured by
+``benchmarks/native_loops.py`` (docs/performance.md).
+
 ``module(name)`` gives a loop's module, or None where it does not run; the first time a
 caller decides which path to take (``announce()``) the log says, in one line, which loops
 run and why each other one does not: switched off, not built (with the install's
 reason), or an import error with its text. ``fconv-info`` prints the same.
-``FCONV_NATIVE=0`` selects the torch forms everywhere, for debugging and tests; it
-switches nothing off that keeps results safe: both paths compute the same arithmetic.
+``FCONV_NATIVE=0`` selects the torch forms everywhere, for debugging and tests, and a
+comma list of loop names (``FCONV_NATIVE=int8_rows``) runs those loops alone, for
+measuring what each buys (``benchmarks/native_loops.py``); it switches nothing off that
+keeps results safe: both paths compute the same arithmetic.
 
 This package imports nothing of the plugin: every layer may use it.
 """
@@ -43,17 +49,39 @@ _reasons: Dict[str, str] = {}
 _announced = False
 
 
-def switch_problem() -> Optional[str]:
-    """A one-line note when ``FCONV_NATIVE`` holds neither 0 nor 1 (it is then taken as 1)."""
+def _selected() -> Optional[set]:
+    """The loops ``FCONV_NATIVE`` names (a comma list), or None where it names none (0, 1, unset)."""
     value = os.environ.get(SWITCH, "").strip()
     if value in ("", "0", "1"):
         return None
-    return f"{SWITCH}={value!r} is neither 0 (the torch forms) nor 1 (compiled loops where built); taken as 1"
+    names = {name.strip() for name in value.split(",") if name.strip()}
+    return names if names and names <= set(LOOPS) else None
 
 
-def switched_on() -> bool:
-    """``FCONV_NATIVE``: unset, empty or 1 runs the compiled loops that are built; 0 the torch forms."""
-    return os.environ.get(SWITCH, "").strip() != "0"
+def switch_problem() -> Optional[str]:
+    """A one-line note when ``FCONV_NATIVE`` holds neither 0, 1 nor a list of loops (it is then taken as 1)."""
+    value = os.environ.get(SWITCH, "").strip()
+    if value in ("", "0", "1") or _selected() is not None:
+        return None
+    return (f"{SWITCH}={value!r} is neither 0 (the torch forms), 1 (compiled loops where built) nor a comma "
+            f"list of loops ({', '.join(LOOPS)}); taken as 1")
+
+
+def switched_on(name: Optional[str] = None) -> bool:
+    """``FCONV_NATIVE``: unset, empty or 1 runs the compiled loops that are built; 0 the torch
+    forms; a comma list of loops those loops alone (``name``: whether that loop may run)."""
+    if os.environ.get(SWITCH, "").strip() == "0":
+        return False
+    selected = _selected()
+    return name is None or selected is None or name in selected
+
+
+def switch_setting() -> str:
+    """``FCONV_NATIVE`` in words, for ``fconv-info``."""
+    if not switched_on():
+        return "off (0): the torch forms run"
+    selected = _selected()
+    return "on" if selected is None else f"only {', '.join(sorted(selected))}"
 
 
 def _build_report() -> dict:
@@ -67,6 +95,8 @@ def _build_report() -> dict:
 def _load(name: str):
     if not switched_on():
         return None, f"switched off ({SWITCH}=0)"
+    if not switched_on(name):
+        return None, f"switched off ({SWITCH}={os.environ.get(SWITCH, '').strip()})"
     try:
         return importlib.import_module(f"{__name__}._{name}"), None
     except ImportError as error:

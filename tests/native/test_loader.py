@@ -65,6 +65,27 @@ def test_switched_off_the_torch_forms_run_and_the_log_says_so_once():
                      + "; ".join(f"{name} does not (switched off (FCONV_NATIVE=0))" for name in LOOPS)]
 
 
+@pytest.mark.parametrize("value, running", [("int8_rows", {"int8_rows"}),
+                                            ("decoder_step, beam_candidates", {"decoder_step", "beam_candidates"})])
+def test_a_list_of_loops_runs_those_alone(value, running):
+    """``FCONV_NATIVE=name,...`` (what benchmarks/native_loops.py sets to price each loop)
+    runs the loops named, where built, and says the others are switched off."""
+    result = _python(STATES, env={"FCONV_NATIVE": value})
+    assert result.returncode == 0, result.stderr
+    states = json.loads(result.stdout.splitlines()[-1])
+    built = {name for name in LOOPS if native.reason(name) is None}
+    assert {name for name, why in states.items() if why is None} == running & built
+    assert all(states[name] == f"switched off (FCONV_NATIVE={value})" for name in set(LOOPS) - running)
+
+
+def test_a_switch_naming_no_loop_is_said_in_one_line_and_taken_as_on():
+    result = _python("from fconv_plugin import native; print(native.switch_problem()); print(native.switched_on())",
+                     env={"FCONV_NATIVE": "int8_rows,fast"})
+    problem, on = result.stdout.splitlines()
+    assert problem.startswith("FCONV_NATIVE='int8_rows,fast' is neither 0") and "comma list of loops" in problem
+    assert on == "True"
+
+
 def test_an_extension_that_does_not_load_is_named_with_its_import_error(tmp_path):
     package = _copy_of_the_package(tmp_path)
     built = Path(native.module("int8_rows").__file__) if native.module("int8_rows") is not None else None
