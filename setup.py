@@ -156,7 +156,8 @@ setup(
         "serve": ["fastapi", "uvicorn", "prometheus-client"],  # fconv-serve
         # fconv-export (onnx, onnxscript: torch's exporter) and fconv-onnx-translate (onnxruntime)
         "onnx": ["onnx", "onnxscript", "onnxruntime"],
-        # benchmarks/vs_ctranslate2.py: the engine a CPU user would pick instead (not installed by setup_env.sh)
+        # benchmarks/vs_ctranslate2.py: the engine a CPU user would pick instead (setup_env.sh installs it:
+        # the benchmarks' --quick runs are tests)
         "bench": ["ctranslate2"],
     },
     package_data={"fconv_plugin.serve": ["static/*"], "fconv_plugin.native": ["*.cpp", "*.h"]},

@@ -10,9 +10,9 @@ These time the plugin's model only: fairseq-train's and fairseq-generate's own
 overheads (data loading, the optimizer step, logging) come on top.
 
     .venv/bin/python benchmarks/arch_guide.py [--archs fconv_iwslt_de_en ...]
+    .venv/bin/python benchmarks/arch_guide.py --quick      # one architecture, one step: checks that it runs
 """
 
-import argparse
 import statistics
 import sys
 import time
@@ -23,6 +23,7 @@ from fairseq.sequence_generator import SequenceGenerator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_fconv as bench  # noqa: E402  (shares its model building and batches)
+import harness  # noqa: E402
 
 from fconv_plugin.models import ARCHITECTURES  # noqa: E402
 
@@ -48,16 +49,18 @@ def measure(arch: str, train_steps: int, generate_runs: int) -> dict:
     return {"parameters": parameters, "train_words_per_s": train, "sentences_per_s": 16 / statistics.median(seconds)}
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None):
+    parser = harness.arguments(__doc__, run=False)
     parser.add_argument("--archs", nargs="+", default=sorted(ARCHITECTURES, key=lambda a: a != "fconv_iwslt_de_en"))
     parser.add_argument("--train-steps", type=int, default=3)
-    parser.add_argument("--generate-runs", type=int, default=3)
-    args = parser.parse_args()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, vocabulary {VOCAB}")
+    args = harness.parse(parser, argv)
+    torch.set_num_threads(args.threads)
+    if args.quick:
+        args.archs, args.train_steps = ["fconv_iwslt_de_en"], 1
+    print(f"{harness.machine()}; vocabulary {VOCAB}")
     print(f"{'--arch':<20} {'parameters':>12} {'train target words/s':>22} {'generate sentences/s':>22}")
     for arch in args.archs:
-        r = measure(arch, args.train_steps, args.generate_runs)
+        r = measure(arch, args.train_steps, args.repeats)
         print(f"{arch:<20} {r['parameters'] / 1e6:>11.1f}M {r['train_words_per_s']:>22.0f} {r['sentences_per_s']:>22.2f}",
               flush=True)
 

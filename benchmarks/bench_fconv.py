@@ -17,7 +17,7 @@ the training step's rate: its floating-point operations (forward and backward, c
 torch.utils.flop_counter) per second against that peak.
 
     .venv/bin/python benchmarks/bench_fconv.py            # full run
-    .venv/bin/python benchmarks/bench_fconv.py --quick    # fewer repetitions
+    .venv/bin/python benchmarks/bench_fconv.py --quick    # one architecture, one repetition: checks that it runs
     .venv/bin/python benchmarks/bench_fconv.py --train-only --archs fconv_iwslt_de_en fconv_gigaword
 """
 
@@ -36,6 +36,8 @@ import torch
 
 warnings.filterwarnings("ignore")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
 
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models import fconv as reference_fconv  # noqa: E402
@@ -316,14 +318,17 @@ def peak_memory(arch, which, phase):
     return int(out.strip().splitlines()[-1])
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+def main(argv=None):
+    parser = harness.arguments(__doc__, run=False)
+    parser.set_defaults(repeats=7)
     parser.add_argument("--archs", nargs="+", default=["fconv_iwslt_de_en", "fconv_wmt_en_de"])
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--train-only", action="store_true", help="only the training step (speed, FLOP/s, utilisation)")
-    args = parser.parse_args()
-    reps = 3 if args.quick else 7
+    args = harness.parse(parser, argv)
+    torch.set_num_threads(args.threads)
+    if args.quick:
+        args.archs = ["fconv_iwslt_de_en"]
+    reps = args.repeats
     bandwidth = copy_bandwidth()
     results = {"threads": torch.get_num_threads(), "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
                "copy_bandwidth_GBps": bandwidth / 1e9, "peak_gemm_GFLOPs": peak_gemm_rates(), "archs": {}}
@@ -354,6 +359,7 @@ def main():
 
 def print_table(results):
     peak = results["peak_gemm_GFLOPs"]
+    print(harness.machine())
     print(f"torch {results['torch']}, {results['threads']} threads, copy bandwidth {results['copy_bandwidth_GBps']:.1f} GB/s, "
           f"peak GEMM {peak['float32']:.0f} GFLOP/s float32, {peak['int8']:.0f} GFLOP/s int8 (1536^3)")
     print("speeds: median of the repetitions (± interquartile range / median); memory: peak above the imports")

@@ -2,7 +2,7 @@
 fconv-quantize's int8), side by side in one process.
 
 Two models:
-- the quickstart's trained model (``RUN_DIR``, e.g. examples/bible_es_en/runs/latest):
+- the quickstart's trained model (``RUN``, e.g. examples/bible_es_en/runs/latest):
   its first test verses, tokenised and BPE-encoded once, sorted by length;
 - ``fconv_wmt_en_de`` with random weights and a 40k vocabulary (as in bench_fconv.py),
   random sources of 12-24 tokens, every hypothesis run to a fixed 30 steps.
@@ -16,13 +16,12 @@ the same precision (onnx int8 against torch int8). Sizes: the
 deployable directory against the torch checkpoint.
 
     .venv/bin/python benchmarks/bench_onnx.py examples/bible_es_en/runs/latest [--json]
+    .venv/bin/python benchmarks/bench_onnx.py --quick     # a tiny run, the quickstart model only: checks that it runs
 """
 
-import argparse
 import copy
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -36,6 +35,7 @@ warnings.filterwarnings("ignore")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import harness  # noqa: E402
 from bench_fconv import build_models, make_task, prepared_for_generation, source_batch, turns  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
@@ -144,19 +144,18 @@ def report(title, results, sizes):
     print("sizes: " + ", ".join(f"{k} {v / 2**20:.1f} MB" for k, v in sizes.items()))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir", type=Path, help="a quickstart run directory (examples/bible_es_en/runs/latest)")
+def main(argv=None):
+    parser = harness.arguments(__doc__)
     parser.add_argument("--verses", type=int, default=160, help="test verses for beam 5 x 16 (beam 1 x 1: a quarter)")
-    parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
+    if args.quick:
+        args.verses = 16
     torch.set_num_threads(THREADS)
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-          f"{THREADS} threads, onnxruntime {__import__('onnxruntime').__version__}")
+    print(f"{harness.machine()}, onnxruntime {__import__('onnxruntime').__version__}")
     everything = {}
     with tempfile.TemporaryDirectory() as tmp:
-        run_dir = args.run_dir.resolve()
+        run_dir = args.run
         model, task, checkpoint = load_quickstart(run_dir)
         engines = Engines(model, task, "fconv_iwslt_de_en", Path(tmp) / "quickstart",
                           text_options=("--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", str(run_dir / "codes")))
@@ -173,17 +172,20 @@ def main():
         sizes = {"checkpoint_best.pt": checkpoint.stat().st_size,
                  "fconv-quantize checkpoint": os.path.getsize(os.path.join(tmp, "int8.pt")),
                  **{f"{n} directory": directory_size(d) for n, d in engines.directories.items()}}
-        results = measure(engines, batches, args.repetitions)
+        results = measure(engines, batches, args.repeats)
         report(f"quickstart model ({run_dir.name}: fconv_iwslt_de_en, 5.1k/4.6k BPE vocabularies), test verses", results, sizes)
         everything["quickstart"] = {"results": results, "sizes": sizes}
         del engines
+        if args.quick:
+            print("fconv_wmt_en_de: left out by --quick")
+            return
 
         wmt_task = make_task("fconv_wmt_en_de")
         wmt = build_models("fconv_wmt_en_de", wmt_task)["plugin"]
         engines = Engines(wmt, wmt_task, "fconv_wmt_en_de", Path(tmp) / "wmt", max_len=(0.0, 30))
         batches = {"beam5_batch16": [source_batch(wmt_task, 16, seed=1)["net_input"]["src_tokens"]],
                    "beam1_batch1": [source_batch(wmt_task, 1, seed=s)["net_input"]["src_tokens"] for s in range(4)]}
-        results = measure(engines, batches, args.repetitions)
+        results = measure(engines, batches, args.repeats)
         torch.save(wmt.state_dict(), os.path.join(tmp, "wmt.pt"))
         sizes = {"float32 weights (torch.save)": os.path.getsize(os.path.join(tmp, "wmt.pt")),
                  **{f"{n} directory": directory_size(d) for n, d in engines.directories.items()}}

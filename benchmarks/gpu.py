@@ -23,9 +23,9 @@ size) for carrying to one.
 
     python benchmarks/gpu.py measure examples/bible_es_en/runs/latest OUT_DIR
     python benchmarks/gpu.py pack examples/bible_es_en/runs/latest SMALL_RUN_DIR
+    python benchmarks/gpu.py --quick      # a few verses, no training, on a GPU if there is one: checks that it runs
 """
 
-import argparse
 import copy
 import json
 import platform
@@ -42,6 +42,7 @@ warnings.filterwarnings("ignore")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+import harness  # noqa: E402
 from vs_ctranslate2 import quickstart_updates, scores, text_tools  # noqa: E402  the run's files, Moses and BPE, sacreBLEU
 
 PRECISIONS = ("float32", "float16", "bfloat16")
@@ -352,9 +353,9 @@ def measure(run: Path, out: Path, verses: int, greedy_verses: int, updates: int,
     print_tables(decoding, training, peaks)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+def main(argv=None):
+    parser = harness.arguments(__doc__, run=False)
+    sub = parser.add_subparsers(dest="command")
     m = sub.add_parser("measure", help="decode and train on this machine's GPU")
     m.add_argument("run", type=Path, help="a quickstart run directory (or one made by pack)")
     m.add_argument("out", type=Path, help="where the table (gpu.json), logs and gpu-training.png go")
@@ -365,7 +366,16 @@ def main():
     p = sub.add_parser("pack", help="copy a run's files for measure, without the optimiser state")
     p.add_argument("run", type=Path)
     p.add_argument("dest", type=Path)
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
+    if args.quick:
+        import torch
+
+        with tempfile.TemporaryDirectory() as out:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+            measure(harness.quick_run(), Path(out), 8, 2, 0, device)
+        return
+    if args.command is None:
+        parser.error("give a command (measure or pack), or --quick")
     if args.command == "pack":
         pack(args.run, args.dest)
     else:

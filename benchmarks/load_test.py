@@ -2,6 +2,7 @@
 
     python benchmarks/load_test.py examples/bible_es_en/runs/latest [--clients 16] [--seconds 30]
     python benchmarks/load_test.py examples/bible_es_en/runs/latest --curve 1,4,16,64 [--seconds 20]
+    python benchmarks/load_test.py --quick     # 2 clients for 2 s on a tiny run: checks that it runs
 
 For each model (the run's checkpoint_best.pt, and its fconv-quantize int8 copy) two
 servers run one after the other: with dynamic batching (the defaults) and one request
@@ -18,11 +19,9 @@ full) is counted with how fast it came and the client waits its Retry-After (at 
 other errors. Bounded: loopback only, a fixed number of clients and seconds.
 """
 
-import argparse
 import json
 import shlex
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -32,18 +31,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import harness  # noqa: E402
 from tests.serve.conftest import Server  # noqa: E402  the same launcher the tests use
 
-BIN = Path(sys.executable).parent
-
-
-def int8_copy(run: Path) -> Path:
-    """The run's checkpoint_best.pt quantised by fconv-quantize (made once, then reused)."""
-    int8 = run / "checkpoints" / "int8-loadtest.pt"
-    if not int8.exists():  # the checkpoint names its data-bin relative to the run
-        subprocess.run([str(BIN / "fconv-quantize"), str(run / "checkpoints" / "checkpoint_best.pt"), str(int8)],
-                       check=True, cwd=run)
-    return int8
 
 
 def run_clients(client, clients: int) -> float:
@@ -165,9 +156,8 @@ def curve(run, common, int8, counts, seconds, request_sentences, sentences):
     return results
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run", help="a quickstart run directory (data-bin, codes, checkpoints/, test.raw.es)")
+def main(argv=None):
+    parser = harness.arguments(__doc__)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--sentences", type=int, default=200, help="test sentences the clients cycle through")
@@ -177,10 +167,14 @@ def main():
     parser.add_argument("--request-sentences", type=int, default=8, help="sentences a request in --curve")
     parser.add_argument("--server-options", default="", metavar="'--OPTION VALUE ...'",
                         help="more fconv-serve options for every server, e.g. '--max-batch-sentences 64'")
-    args = parser.parse_args()
-    run = Path(args.run).resolve()
-    sentences = (run / "test.raw.es").read_text(encoding="utf-8").splitlines()[: args.sentences]
-    int8 = int8_copy(run)
+    args = harness.parse(parser, argv)
+    if args.quick:
+        args.clients, args.seconds, args.sentences = 2, 2.0, 8
+        args.curve = args.curve and "1,2"
+    run = args.run
+    print(harness.machine(), flush=True)
+    sentences = harness.test_lines(run, args.sentences)
+    int8 = harness.int8_copy(run)
     common = ["--source-lang", "es", "--target-lang", "en", "--tokenizer", "moses", "--bpe", "subword_nmt",
               "--bpe-codes", str(run / "codes"), "--beam", "5", *shlex.split(args.server_options)]
     if args.curve:

@@ -12,9 +12,9 @@ For one architecture (random weights, bench_fconv.py's training batch, 2 threads
    turns, with the compile time.
 
     .venv/bin/python benchmarks/training_limits.py [--arch fconv_iwslt_de_en]
+    .venv/bin/python benchmarks/training_limits.py --quick    # parts 1-3 at few repetitions: checks that they run
 """
 
-import argparse
 import copy
 import math
 import statistics
@@ -30,11 +30,16 @@ warnings.filterwarnings("ignore")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_fconv as b  # noqa: E402
+import harness  # noqa: E402
 
 MATRIX_PRODUCTS = ("aten::conv_tbc", "aten::addmm", "aten::mm", "aten::bmm", "aten::addmm_", "aten::conv_tbc_backward")
 
 
-def median_ms(fn, repetitions=20):
+REPETITIONS = 20
+
+
+def median_ms(fn, repetitions=None):
+    repetitions = repetitions or REPETITIONS
     for _ in range(3):
         fn()
     times = []
@@ -120,22 +125,29 @@ def compiled_step(model, batch, repetitions=6):
     return medians
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None):
+    global REPETITIONS
+    parser = harness.arguments(__doc__, run=False)
+    parser.set_defaults(repeats=6)
     parser.add_argument("--arch", default="fconv_iwslt_de_en")
-    args = parser.parse_args()
-    torch.set_num_threads(2)
+    args = harness.parse(parser, argv)
+    torch.set_num_threads(args.threads)
+    if args.quick:
+        REPETITIONS = 2
     task = b.make_task(args.arch)
     model = b.build_models(args.arch, task)["plugin"]
     model.train()
     batch = b.training_batch(task)
     sentences, length = b.TRAIN_BATCH
     plan = model.encoder.plans[0]
-    print(f"{args.arch}, batch {sentences} x {length} tokens, torch {torch.__version__}, 2 threads")
+    print(f"{args.arch}, batch {sentences} x {length} tokens; {harness.machine()}")
     profile_step(model, batch)
     convolutions(length, sentences, plan.in_channels, 2 * plan.out_channels, plan.kernel_size)
     between_products(length, sentences, plan.out_channels)
-    compiled_step(model, batch)
+    if args.quick:
+        print("4. training step under torch.compile: left out by --quick (compiling takes minutes)")
+    else:
+        compiled_step(model, batch, args.repeats)
 
 
 if __name__ == "__main__":

@@ -32,12 +32,12 @@ runs once and is reused by later runs (``--retrain`` to train again).
     .venv/bin/pip install -c constraints.txt ctranslate2      # the "bench" extra, pinned
     .venv/bin/python benchmarks/vs_ctranslate2.py examples/bible_es_en/runs/latest
     .venv/bin/python benchmarks/vs_ctranslate2.py RUN --engine "core int8" --setting beam5x16   # one engine
+    .venv/bin/python benchmarks/vs_ctranslate2.py --quick   # a tiny run, outputs cut at 6 tokens: checks that it runs
 """
 
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -50,6 +50,8 @@ from pathlib import Path
 
 warnings.filterwarnings("ignore")
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import harness  # noqa: E402
 BIN = Path(sys.executable).parent
 THREADS = 2
 SETTINGS = {"beam5x16": (5, 16, 1), "beam1x1": (1, 1, 1), "beam5x16w2": (5, 16, THREADS)}  # beam, batch, workers
@@ -60,6 +62,9 @@ ENGINES = PLUGIN_ENGINES + TRANSFORMER_ENGINES
 # fairseq-generate in shards)
 WORKER_ENGINES = ("fconv fairseq-generate", "core float32", "core int8", "transformer fairseq-generate",
                   "ctranslate2 float32", "ctranslate2 int8")
+
+
+MAX_LEN = 200  # every engine's longest output (fairseq's max_len_b, max_len_a 0); --quick: 6
 
 
 def runs_setting(engine: str, setting: str) -> bool:
@@ -148,10 +153,7 @@ def export_onnx(run: Path) -> None:
 
 
 def int8_checkpoint(run: Path) -> Path:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from load_test import int8_copy
-
-    return int8_copy(run)
+    return harness.int8_copy(run)
 
 
 def size_of(path: Path) -> int:
@@ -196,7 +198,8 @@ def fairseq_generate(run: Path, checkpoint: Path, beam: int, batch: int, decode,
     ``--distributed-rank``, by which fairseq-generate shards its batches)."""
     command = [str(BIN / "fairseq-generate"), str(run / "data-bin"), "--user-dir", str(ROOT / "fconv_plugin"),
                "--path", str(checkpoint), "--gen-subset", "test", "--beam", str(beam), "--batch-size", str(batch),
-               "--required-batch-size-multiple", "1", "-s", "es", "-t", "en"]
+               "--required-batch-size-multiple", "1", "-s", "es", "-t", "en", "--max-len-a", "0",
+               "--max-len-b", str(MAX_LEN)]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1") if workers > 1 else None
     shards = ([[*command, "--distributed-world-size", str(workers), "--distributed-rank", str(i)] for i in range(workers)]
               if workers > 1 else [command])
@@ -255,7 +258,7 @@ def run_engine(run: Path, engine: str, setting: str) -> dict:
 
         def translate(sources, texts):  # BPE pieces in and out, as CTranslate2's: text processing timed apart
             results = translator.translate(texts, encoded=sources, decode=False, beam=beam, max_sentences=batch,
-                                           workers=workers)
+                                           workers=workers, max_len_a=0.0, max_len_b=MAX_LEN)
             return [r.best.text for r in results]
     elif engine.startswith("onnx"):
         import numpy as np
@@ -274,7 +277,7 @@ def run_engine(run: Path, engine: str, setting: str) -> dict:
             for i in range(0, len(order), batch):
                 chunk = order[i: i + batch]
                 hypotheses = generate(model, pad_left([ids[j] for j in chunk], model.manifest.symbols.source_pad), beam,
-                                      eos=d.eos, pad=d.pad, unk=d.unk, max_len_a=0.0, max_len_b=200,
+                                      eos=d.eos, pad=d.pad, unk=d.unk, max_len_a=0.0, max_len_b=MAX_LEN,
                                       max_positions=model.max_target_positions)
                 for j, h in zip(chunk, hypotheses):
                     found[j] = d.string(np.asarray(h[0].tokens[:-1]))
@@ -288,7 +291,7 @@ def run_engine(run: Path, engine: str, setting: str) -> dict:
 
         def translate(sources, texts):
             results = model.translate_batch([s.split() for s in sources], max_batch_size=batch, beam_size=beam,
-                                            max_decoding_length=200)
+                                            max_decoding_length=MAX_LEN)
             return [" ".join(r.hypotheses[0]) for r in results]
 
     translate(encoded[:batch * workers], lines[:batch * workers])  # warm-up (every worker)
@@ -326,7 +329,7 @@ def flops_per_sentence(run: Path, which: str, verses: int = 48) -> float:
     encode, _ = text_tools(run)
     lines = (run / "test.raw.es").read_text(encoding="utf-8").splitlines()[:verses]
     sources = [task.source_dictionary.encode_line(encode(line), add_if_not_exist=False).long() for line in lines]
-    generator = SequenceGenerator([model], task.target_dictionary, beam_size=5)
+    generator = SequenceGenerator([model], task.target_dictionary, beam_size=5, max_len_a=0, max_len_b=MAX_LEN)
     counter = FlopCounterMode(display=False, custom_mapping={torch.ops.aten.conv_tbc: conv_tbc_flops})
     with counter, torch.no_grad():
         for i in range(0, len(sources), 16):
@@ -367,22 +370,25 @@ def scores(outputs, references):
 
 
 def child(run: Path, args: list) -> dict:
-    out = subprocess.run([sys.executable, __file__, str(run), *args], check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, __file__, str(run), "--max-len", str(MAX_LEN), *args], check=True,
+                         capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run", type=Path, help="a quickstart run directory (examples/bible_es_en/runs/latest)")
+def main(argv=None):
+    global MAX_LEN
+    parser = harness.arguments(__doc__)
+    parser.set_defaults(repeats=1)
     parser.add_argument("--more", type=int, default=3, help="the Transformer's longer budget, x the quickstart's updates")
-    parser.add_argument("--repetitions", type=int, default=1, help="runs of each engine and setting, in turns")
+    parser.add_argument("--max-len", type=int, default=MAX_LEN, help=argparse.SUPPRESS)
     parser.add_argument("--retrain", action="store_true", help="train the Transformer again")
     parser.add_argument("--engine", choices=ENGINES, help=argparse.SUPPRESS)  # one engine, in a process of its own
     parser.add_argument("--setting", choices=list(SETTINGS), help=argparse.SUPPRESS)
     parser.add_argument("--flops", choices=("fconv", "transformer"), help=argparse.SUPPRESS)
     parser.add_argument("--bleu-of", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    run = args.run.resolve()
+    args = harness.parse(parser, argv)
+    MAX_LEN = 6 if args.quick else args.max_len
+    run = args.run
     if args.engine:
         print(json.dumps(run_engine(run, args.engine, args.setting)))
         return
@@ -405,14 +411,16 @@ def main():
     import onnxruntime
     import torch
 
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {THREADS} threads; torch {torch.__version__}, "
+    print(f"{harness.machine()}; {THREADS} threads; torch {torch.__version__}, "
           f"ctranslate2 {ctranslate2.__version__}, onnxruntime {onnxruntime.__version__}; {len(references)} test verses; "
           f"both models trained {updates} updates, --max-tokens 3000"
           + (f" (Transformer trained now in {trained:.0f} s to {updates * args.more} updates)" if trained else ""))
 
-    results = {(engine, setting): [] for engine in ENGINES for setting in SETTINGS if runs_setting(engine, setting)}
-    for repetition in range(args.repetitions):
-        for setting in SETTINGS:
+    # --quick leaves out beam 1 x 1: the same code as beam 5 x 16 with other numbers
+    settings = [s for s in SETTINGS if not (args.quick and s == "beam1x1")]
+    results = {(engine, setting): [] for engine in ENGINES for setting in settings if runs_setting(engine, setting)}
+    for repetition in range(args.repeats):
+        for setting in settings:
             order = ENGINES if repetition % 2 == 0 else tuple(reversed(ENGINES))
             for engine in (e for e in order if runs_setting(e, setting)):
                 results[(engine, setting)].append(child(run, ["--engine", engine, "--setting", setting]))
@@ -434,18 +442,19 @@ def main():
     table = {}
     for engine in ENGINES:
         rates = {s: len(references) / statistics.median(r["seconds"] for r in results[(engine, s)])
-                 for s in SETTINGS if runs_setting(engine, s)}
+                 for s in settings if runs_setting(engine, s)}
         bleu, chrf = scores(results[(engine, "beam5x16")][0]["outputs"], references)
         if "beam5x16w2" in rates and results[(engine, "beam5x16w2")][0]["outputs"] != results[(engine, "beam5x16")][0]["outputs"]:
             print(f"{engine}: {THREADS} workers translated differently from one process")
         # one process' peak: a worker process' own memory (the core's) is not in it
-        peak = max(r["peak_bytes"] for s in SETTINGS if SETTINGS[s][2] == 1 for r in results[(engine, s)]) / 2 ** 20
+        peak = max(r["peak_bytes"] for s in settings if SETTINGS[s][2] == 1 for r in results[(engine, s)]) / 2 ** 20
         model_flops = flops["fconv" if engine in PLUGIN_ENGINES else "transformer"]
         limit = gops if "int8" in engine else gflops
         share = 100 * model_flops * rates["beam5x16"] / (limit * 1e9)
         table[engine] = dict(bleu=bleu, chrf=chrf, rates=rates, peak_mb=peak, size_mb=sizes[engine] / 2 ** 20, share=share)
         workers = f"{rates['beam5x16w2']:>9.1f}" if "beam5x16w2" in rates else f"{'-':>9}"
-        print(f"{engine:<29} {bleu:>5.2f} {chrf:>5.1f} | {rates['beam5x16']:>11.1f} {rates['beam1x1']:>10.1f} {workers} "
+        greedy = f"{rates['beam1x1']:>10.1f}" if "beam1x1" in rates else f"{'-':>10}"
+        print(f"{engine:<29} {bleu:>5.2f} {chrf:>5.1f} | {rates['beam5x16']:>11.1f} {greedy} {workers} "
               f"            | "
               f"{peak:>7.0f} {sizes[engine] / 2 ** 20:>7.1f} | {model_flops / 1e9:>10.2f}  {share:>5.1f}%")
     text = [r["text_seconds"] for (e, s), rs in results.items() if e.startswith("core") and s == "beam5x16" for r in rs]

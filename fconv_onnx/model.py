@@ -20,7 +20,7 @@ class ExportedModel:
     """Sessions for encoder.onnx and decoder.onnx, with the state of the current batch.
 
     ``profile_prefix``: onnxruntime profiles every node run, for ``decoder.end_profiling()``
-    (and the encoder's) to write out (``benchmarks/onnx_profile.py``)."""
+    (and the encoder's) to write out, in onnxruntime's profile format."""
 
     def __init__(self, directory: str, threads: Optional[int] = None, profile_prefix: Optional[str] = None):
         self.directory = directory

@@ -17,6 +17,7 @@
 #   WORK_DIR=D   where everything is written (default: runs/<date-time> beside this
 #                script); a WORK_DIR that exists and is not empty is refused, never wiped
 #   SEED=N       training seed (default 1)
+#   EVALUATE=0   stop after training and its curve (the benchmarks' --quick runs; default 1)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -25,6 +26,7 @@ export PATH="$venv/bin:$PATH"
 updates=${UPDATES:-600}
 recipe=${RECIPE:-adam}
 seed=${SEED:-1}
+evaluate=${EVALUATE:-1}
 work=${WORK_DIR:-$here/runs/$(date +%Y%m%d-%H%M%S)}
 start=$(date +%s)
 step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
@@ -36,6 +38,7 @@ source "$repo/examples/lib/fairseq_logs.sh"
 
 case "$updates" in ''|*[!0-9]*) fail "UPDATES must be a whole number of training updates, got '$updates'";; esac
 case "$seed" in ''|*[!0-9]*) fail "SEED must be a whole number, got '$seed'";; esac
+case "$evaluate" in 0|1) ;; *) fail "EVALUATE must be 0 or 1, got '$evaluate'";; esac
 case "$recipe" in
     adam) optimiser=(--optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.1 --lr 0.003
                      --lr-scheduler polynomial_decay --warmup-updates "$(( updates / 6 ))"
@@ -48,8 +51,9 @@ esac
 if [ -e "$work" ] && [ -n "$(ls -A "$work" 2>/dev/null)" ]; then
     fail "WORK_DIR $work exists and is not empty; choose a new directory (nothing was deleted)"
 fi
-mkdir -p "$work" && cd "$work"
-ln -sfn "$work" "$here/runs/latest" 2>/dev/null || true
+mkdir -p "$work" && cd "$work" && work=$(pwd)
+# runs/latest names the newest run kept beside this script (not one written elsewhere)
+case "$work" in "$here/runs/"*) ln -sfn "$work" "$here/runs/latest" 2>/dev/null || true ;; esac
 echo "writing to $work"
 
 step "1/8 corpus: split the verse pairs into train / valid / test"
@@ -94,6 +98,10 @@ fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_iwslt_de_en 
 grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
 python "$here/plot_training.py" train.log training.png "fconv_iwslt_de_en, Bible es-en, $updates updates, $recipe"
 
+if [ "$evaluate" = 0 ]; then
+    echo "trained (EVALUATE=0: not evaluated): $work/checkpoints/checkpoint_best.pt"
+    exit 0
+fi
 test_verses=$(wc -l < test.raw.es)
 step "6/8 fairseq-generate --beam 5 on $test_verses held-out verses, detokenise, score"
 fairseq-generate data-bin --user-dir "$repo/fconv_plugin" --path checkpoints/checkpoint_best.pt \

@@ -12,8 +12,8 @@ memory and need no second load). Threads sharing one translator now come close w
 compiled step runs (it and the search's books release the GIL), but not everywhere: on the
 quickstart's model, against one search with torch's two threads, 2 threads of one torch
 thread were 1.02-1.36x as fast, 2 processes 1.08-1.34x; int8 in fconv-translate's default
-batches 1.02x against 1.18x (``benchmarks/workers.py``, 2026-11-27, the machine of
-``docs/performance.md``). Each worker runs torch with one thread: GNU OpenMP, which torch's
+batches 1.02x against 1.18x (2026-11-27, the machine of ``docs/performance.md``;
+CHANGELOG.md, Performance history). Each worker runs torch with one thread: GNU OpenMP, which torch's
 CPU build uses, hangs in a forked child that starts a parallel region after its parent ran one.
 
 A worker runs the same search on the same model; only its products run on one thread

@@ -101,7 +101,7 @@ class DynamicBatcher:
     in the generation thread itself: torch's intra-op (OpenMP) workers belong to the thread
     that first runs torch, and a second thread gets a team of its own that contends with
     the first for the cores. Loaded in the main thread and run in this one, generation
-    was 1.4x (float32) and 1.7x (int8) slower on 2 cores (benchmarks/serve_int8.py)."""
+    was 1.4x (float32) and 1.7x (int8) slower on 2 cores (2026-11-26; CHANGELOG.md, Performance history)."""
 
     def __init__(self, translators: Union[Dict[str, Translator], Callable[[], Dict[str, Translator]]], window: float,
                  max_tokens: int, max_sentences: int, max_queued_sentences: int = 1024):

@@ -177,7 +177,7 @@ def test_a_copying_model_translates_as_fairseq_interactive(name_task, without_to
 
 def test_onnxruntimes_profile_is_written_only_when_asked_for(exported, tmp_path):
     """``ExportedModel(profile_prefix=...)`` turns on onnxruntime's profiler: every node run of
-    the decoder step is in the file ``end_profiling`` writes (benchmarks/onnx_profile.py reads it)."""
+    the decoder step is in the file ``end_profiling`` writes (onnxruntime's profile format)."""
     from fconv_onnx.beam_search import generate
     from fconv_onnx.model import ExportedModel
     from fconv_onnx.translate import pad_left

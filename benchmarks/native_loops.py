@@ -1,0 +1,124 @@
+"""What each compiled loop buys: the inference core end to end with each loop switched off
+in turn, against all of them, float32 and int8, side by side in one run.
+
+The compiled code is grouped by job (``fconv_plugin/native/``, ``fconv-info``); a group
+earns its place only where the core without it (the group's torch form: torch's own
+operations) is at least 10% slower end to end. Each setting runs in a process of its own
+(``FCONV_NATIVE`` picks the loops; the loader reads it once), all kept running and taking
+turns: the run's first ``--sentences`` test verses translated at beam 5 in calls of 16,
+as fairseq-generate batches them (sorted by length), and the hypotheses compared with those
+of the setting with every loop.
+
+    .venv/bin/python benchmarks/native_loops.py examples/bible_es_en/runs/latest
+    .venv/bin/python benchmarks/native_loops.py --quick     # a tiny run: checks that it runs
+
+Reported per model form: sentences/s (median of ``--repeats``), its spread, the ratio to
+every loop on, and how many best hypotheses differ from that setting's.
+"""
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
+
+# FCONV_NATIVE per setting: every loop, each one off in turn, none
+LOOPS = ("int8_rows", "decoder_step", "beam_candidates")
+SETTINGS = {"every loop": "1", **{f"without {name}": ",".join(n for n in LOOPS if n != name) for name in LOOPS},
+            "torch forms only": "0", "fairseq's SequenceGenerator": "1"}
+# the reference search: fairseq's generator over the same model (Translator(search="fairseq"))
+FAIRSEQ_SEARCH = "fairseq's SequenceGenerator"
+FORMS = ("float32", "int8")
+
+
+def child(run: Path, form: str, search: str, sentences: int, call: int, threads: int) -> None:
+    """One setting's process: load, warm up, then time one pass per line of stdin."""
+    import torch
+
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    torch.set_num_threads(threads)
+    checkpoint = run / "checkpoints" / "checkpoint_best.pt" if form == "float32" else harness.int8_copy(run)
+    translator = harness.translator(run, checkpoint, search=search)
+    lines = harness.test_lines(run, sentences)
+    encoded = [translator.encode(line) for line in lines]
+    order = sorted(range(len(lines)), key=lambda i: translator.token_count(encoded[i]))  # as fairseq batches
+    calls = [order[i:i + call] for i in range(0, len(order), call)]
+    translator.translate([lines[i] for i in calls[0]], encoded=[encoded[i] for i in calls[0]])  # warm-up
+
+    def measure() -> dict:
+        outputs = [None] * len(lines)
+        start = time.perf_counter()
+        for ids in calls:
+            for i, result in zip(ids, translator.translate([lines[i] for i in ids], encoded=[encoded[i] for i in ids])):
+                outputs[i] = result
+        seconds = time.perf_counter() - start
+        return {"seconds": seconds, "texts": [result.hypotheses[0].text for result in outputs]}
+
+    harness.serve_measurements({"loops": os.environ.get("FCONV_NATIVE", "1")}, measure)
+
+
+def main(argv=None):
+    parser = harness.arguments(__doc__)
+    parser.add_argument("--sentences", type=int, default=256, help="test verses translated per measurement")
+    parser.add_argument("--call", type=int, default=16, help="sentences a call (beam 5 x 16 by default)")
+    parser.add_argument("--forms", default=",".join(FORMS), help="model forms: float32, int8 (comma list)")
+    parser.add_argument("--child", help=argparse_hidden())
+    parser.add_argument("--search", default="vectorised", help=argparse_hidden())
+    args = harness.parse(parser, argv)
+    if args.quick:
+        args.sentences = min(args.sentences, 32)
+    if args.child:
+        return child(args.run, args.child, args.search, args.sentences, args.call, args.threads)
+    forms = args.forms.split(",")
+    children = {}
+    for form in forms:
+        for setting, loops in SETTINGS.items():
+            if form == "float32" and setting == "without int8_rows":
+                continue  # float32 models use none of the int8 loops
+            command = [__file__, str(args.run), "--child", form, "--sentences", str(args.sentences),
+                       "--call", str(args.call), "--threads", str(args.threads),
+                       "--search", "fairseq" if setting == FAIRSEQ_SEARCH else "vectorised"]
+            children[form, setting] = harness.Child(command, env={"FCONV_NATIVE": loops})
+    seconds = {key: [] for key in children}
+    texts = {}
+    keys = list(children)
+    for repeat in range(args.repeats):
+        for key in keys if repeat % 2 == 0 else reversed(keys):
+            answer = children[key].measure()
+            seconds[key].append(answer["seconds"])
+            texts[key] = answer["texts"]
+    for c in children.values():
+        c.close()
+    print(f"{args.sentences} test verses of {args.run.name}, beam 5, calls of {args.call}, {args.repeats} turns; "
+          f"{harness.machine()}")
+    rows = []
+    for form in forms:
+        base = harness.median(seconds[form, "every loop"])
+        for (f, setting), values in seconds.items():
+            if f != form:
+                continue
+            differ = sum(a != b for a, b in zip(texts[f, setting], texts[form, "every loop"]))
+            rows.append([form, setting, "" if setting == FAIRSEQ_SEARCH else f"FCONV_NATIVE={SETTINGS[setting]}", f"{args.sentences / harness.median(values):.1f}",
+                         f"{harness.spread(values):.1%}", f"{harness.median(values) / base:.2f}",
+                         f"{differ} of {args.sentences}"])
+    print(harness.table(["form", "setting", "loops", "sentences/s", "spread", "time vs every loop",
+                         "outputs that differ"], rows))
+    digest = hashlib.sha256(json.dumps(sorted(texts.items())).encode()).hexdigest()[:12]
+    print(f"outputs digest {digest}")
+
+
+def argparse_hidden():
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+if __name__ == "__main__":
+    main()

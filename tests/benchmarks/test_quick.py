@@ -1,0 +1,56 @@
+"""Every benchmark runs: its ``--quick`` mode (the same code at a tiny size, on a quickstart
+run of a few updates made once here), so that none rots between the runs that measure."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if p.name != "harness.py")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def quick_run(tmp_path_factory):
+    """A quickstart run of a few updates, not evaluated (``harness.quick_run``)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import harness
+
+    run = harness.quick_run(tmp_path_factory.mktemp("benchmarks") / "run")
+    latest = ROOT / "examples" / "bible_es_en" / "runs" / "latest"
+    assert not latest.exists() or latest.resolve() != run.resolve(), "a run written elsewhere took runs/latest"
+    assert not (run / "generate.out").exists()  # EVALUATE=0: trained, not evaluated
+    return run
+
+
+def test_at_most_eight_benchmarks_share_the_harness():
+    assert len(BENCHMARKS) <= 8, BENCHMARKS
+    for name in BENCHMARKS:
+        text = (ROOT / "benchmarks" / name).read_text()
+        assert "import harness" in text, f"{name} does not use benchmarks/harness.py"
+        assert "--quick" in text or "harness.arguments" in text, f"{name} has no --quick mode"
+
+
+def test_no_benchmark_uses_a_private_api():
+    """A benchmark measures what users run: no private name of the plugin (``translator._batches``,
+    ``from fconv_plugin... import _x``); torch's and Python's own are theirs to keep."""
+    for name in BENCHMARKS:
+        for line in (ROOT / "benchmarks" / name).read_text().splitlines():
+            code = line.split("#")[0]
+            owners = {owner for owner, _ in re.findall(r"(\w+)\._([a-z]\w*)", code)}
+            assert {o for o in owners if not o.startswith("_")} <= {"torch", "sys", "os", "np", "ort", "self"}, f"{name}: {line.strip()}"
+            assert not re.search(r"from fconv_\w+[\w.]* import .*\b_[a-z]", code), f"{name}: {line.strip()}"
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_quick_mode_runs(name, quick_run):
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), "--quick"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=900,
+                            env={**os.environ, "FCONV_QUICK_RUN": str(quick_run)})
+    assert result.returncode == 0, f"{name} --quick failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.stdout.strip(), f"{name} --quick printed nothing"
