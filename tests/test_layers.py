@@ -148,8 +148,10 @@ def test_no_layer_writes_the_models_generation_flags():
 
 
 def test_the_paper_layer_is_only_the_paper():
-    """modules/ holds the paper's layers: no deployment form (int8), no compiled loop, and
-    at most 1,000 lines; the int8 forms are deployment/'s (docs/design.md#layers)."""
+    """modules/ holds the paper's layers: no deployment form (int8), no compiled loop, no
+    following of beam search's rows, and at most 1,000 lines; the int8 forms are
+    deployment/'s, the attention source's beam layout models/attention_rows.py's
+    (docs/design.md#layers)."""
     sources = sorted((PACKAGE / "modules").rglob("*"))
     assert [path.name for path in sources if path.suffix not in (".py", ".pyc") and path.is_file()] == []
     python = [path for path in sources if path.suffix == ".py"]
@@ -160,3 +162,5 @@ def test_the_paper_layer_is_only_the_paper():
                                                                          ["fconv_plugin", "deployment"])], path
         assert not [line for line in path.read_text(encoding="utf-8").splitlines()
                     if line.startswith("class Int8")], path
+        assert not [line for line in path.read_text(encoding="utf-8").splitlines()
+                    if line.strip().startswith(("def shared_across", "def for_rows", "def for_sentences"))], path

@@ -36,6 +36,7 @@ from ..modules.conv_block import GatedLinearUnit, add_residual
 from ..modules.embeddings import LearnedPositionalEmbedding, TokenEmbedding
 from ..modules.causal_convolution import CausalConvolution
 from ..modules.weight_norm import WeightNormLinear
+from . import attention_rows
 from .fconv import FConvDecoder
 
 # the step without Python between its operations (native/decoder_step.cpp) where it is
@@ -225,7 +226,7 @@ class DecoderSteps:
         """Row r of the new state is row ``order[r]`` of the old (beam search's choice)."""
         _reorder_histories(state, order)
         if state.source is not None:
-            state.source = state.source.index_select(order)
+            state.source = attention_rows.reordered(state.source, order)
             _give_source(state)
         return state
 
@@ -244,7 +245,7 @@ class DecoderSteps:
             return DecoderSteps.reorder(state, order)  # one source row per decoder row, or not the search's rows
         _reorder_histories(state, order)
         if kept_sentences is not None:
-            state.source = source.for_sentences(kept_sentences)
+            state.source = attention_rows.for_sentences(source, kept_sentences)
             _give_source(state)
         return state
 

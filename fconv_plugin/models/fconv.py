@@ -33,6 +33,7 @@ from ..modules import (
 from ..deployment.int8 import swap_in_int8_modules_
 from ..modules.conv_block import SQRT_HALF, GatedLinearUnit, plan_conv_stack, residual_projection, same_length_padding
 from ..modules.embeddings import positional_embedding_or_none
+from . import attention_rows
 from .architectures import base_architecture
 from .checkpoint_compat import check_dictionary_sizes, upgrade_decoder_weight_norm
 from .pretrained_embeddings import load_pretrained_embeddings
@@ -432,8 +433,8 @@ class FConvDecoder(FairseqIncrementalDecoder):
         sharing = self.share_attention_across_beam and not self.training and incremental
         copies = self.beam_size if sharing else 1
         if encoder_out.get("rows") is not None:  # reordered by the encoder (beam search's copies)
-            return source.for_rows(encoder_out["rows"], copies)
-        return source.shared_across(copies) if sharing else source
+            return attention_rows.for_rows(source, encoder_out["rows"], copies)
+        return attention_rows.shared_across(source, copies) if sharing else source
 
     def cached_attention_source(self, incremental_state) -> Optional[AttentionSource]:
         """The encoder outputs prepared for attention, kept in the decoding state."""
@@ -447,7 +448,7 @@ class FConvDecoder(FairseqIncrementalDecoder):
         super().reorder_incremental_state(incremental_state, new_order)
         cached = self.cached_attention_source(incremental_state)
         if cached is not None:
-            self.cache_attention_source(incremental_state, cached.index_select(new_order))
+            self.cache_attention_source(incremental_state, attention_rows.reordered(cached, new_order))
 
     def max_positions(self):
         return _longest_sentence(self.embed_positions)

@@ -13,8 +13,9 @@ and added to h_i: (W c_i + h_i) · √0.5.
 In beam search every sentence's encoder outputs are repeated once per hypothesis. An
 ``AttentionSource`` can hold them once per sentence instead (``copies`` > 1): the
 queries of a sentence's hypotheses then go through one matrix product against one
-copy of its keys and values (the idea of fairseq's BeamableMM), and reordering the
-beams moves nothing unless whole sentences leave the batch.
+copy of its keys and values (the idea of fairseq's BeamableMM). Laying a source out for
+beam search's rows and following its reorderings is the model's business
+(``models/attention_rows.py``), not the paper's.
 
 The sums over the source (the scores d·z with their softmax, and the weighted read)
 are one small module, ``AttentionSums``: float32 as torch computes them. int8 models swap in
@@ -78,68 +79,6 @@ class AttentionSource:
             return self.tokens
         sentences, length = self.tokens.shape
         return self.tokens.unsqueeze(1).expand(sentences, self.copies, length).reshape(sentences * self.copies, length)
-
-    def shared_across(self, copies: int) -> "AttentionSource":
-        """One row per sentence if every run of ``copies`` rows holds one sentence's copies.
-
-        Checked on keys, values and mask (once per batch, comparing in place), so a wrong
-        beam size only costs the sharing, never the result.
-        """
-        rows = self.keys.size(0)
-        if copies <= 1 or self.copies != 1 or rows % copies != 0:
-            return self
-        shared = self._rows(torch.arange(0, rows, copies, device=self.keys.device), copies)
-        for one_copy, every_copy in (
-            (shared.keys, self.keys), (shared.values, self.values),
-            (shared.padding_mask, self.padding_mask), (shared.tokens, self.tokens),
-        ):
-            if every_copy is None:
-                continue
-            runs = every_copy.reshape(-1, copies, *every_copy.shape[1:])
-            if not torch.equal(one_copy.unsqueeze(1).expand_as(runs), runs):
-                return self
-        return shared
-
-    def for_rows(self, rows: Tensor, copies: int) -> "AttentionSource":
-        """The source for decoder rows ``rows`` (indices into this source's rows), held once
-        per sentence when every run of ``copies`` rows reads one row, as beam search's do."""
-        if copies > 1 and rows.numel() % copies == 0:
-            runs = rows.view(-1, copies)
-            if bool(runs.eq(runs[:, :1]).all()):
-                return self._rows(runs[:, 0], copies)
-        return self._rows(rows, 1)
-
-    def index_select(self, order: Tensor) -> "AttentionSource":
-        """The source for decoder rows ``order`` (beam search's reordering)."""
-        if self.copies == 1:
-            return self._rows(order, 1)
-        if order.numel() % self.copies == 0:
-            sentences = order.view(-1, self.copies).div(self.copies, rounding_mode="floor")
-            if bool(sentences.eq(sentences[:, :1]).all()):  # each hypothesis stays with its sentence
-                kept = sentences[:, 0]
-                unchanged = torch.arange(self.keys.size(0), device=kept.device)
-                if kept.numel() == unchanged.numel() and bool(kept.eq(unchanged).all()):
-                    return self  # the same sentences: nothing to move
-                return self._rows(kept, self.copies)
-        # rows moved between sentences: one row per decoder row again
-        return self._rows(order.div(self.copies, rounding_mode="floor"), 1)
-
-    def for_sentences(self, kept: Tensor) -> "AttentionSource":
-        """The source of the sentences ``kept`` (indices of this source's rows), each held for
-        as many decoder rows as before."""
-        return self._rows(kept, self.copies)
-
-    def _rows(self, order: Tensor, copies: int) -> "AttentionSource":
-        return AttentionSource(
-            keys=self.keys.index_select(0, order),
-            values=self.values.index_select(0, order),
-            padding_mask=None if self.padding_mask is None else self.padding_mask.index_select(0, order),
-            length_scale=self.length_scale
-            if isinstance(self.length_scale, float)
-            else self.length_scale.index_select(0, order),
-            copies=copies,
-            tokens=None if self.tokens is None else self.tokens.index_select(0, order),
-        )
 
 
 def source_length_scale(values: Tensor, padding_mask: Optional[Tensor]) -> Union[float, Tensor]:
