@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 QUICKSTART = ROOT / "examples" / "bible_es_en" / "quickstart.sh"
 LATEST = ROOT / "examples" / "bible_es_en" / "runs" / "latest"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:  # after PYTHONPATH: a child may measure another checkout of the plugin
+    sys.path.append(str(ROOT))
 
 
 def arguments(description: str, run: bool = True) -> argparse.ArgumentParser:

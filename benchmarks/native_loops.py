@@ -11,6 +11,11 @@ of the setting with every loop.
 
     .venv/bin/python benchmarks/native_loops.py examples/bible_es_en/runs/latest
     .venv/bin/python benchmarks/native_loops.py --quick     # a tiny run: checks that it runs
+    .venv/bin/python benchmarks/native_loops.py --against ../before   # every loop: this checkout against another
+
+``--against CHECKOUT`` measures, instead, every loop on in this checkout and in another
+one of the plugin (its package first on PYTHONPATH, its loops built in place: ``python
+setup.py build_ext --inplace``): a change's before and after, side by side.
 
 Reported per model form: sentences/s (median of ``--repeats``), its spread, the ratio to
 every loop on, and how many best hypotheses differ from that setting's.
@@ -61,7 +66,10 @@ def child(run: Path, form: str, search: str, sentences: int, call: int, threads:
         seconds = time.perf_counter() - start
         return {"seconds": seconds, "texts": [result.hypotheses[0].text for result in outputs]}
 
-    harness.serve_measurements({"loops": os.environ.get("FCONV_NATIVE", "1")}, measure)
+    import fconv_plugin
+
+    harness.serve_measurements({"loops": os.environ.get("FCONV_NATIVE", "1"), "package": fconv_plugin.__file__},
+                               measure)
 
 
 def main(argv=None):
@@ -69,6 +77,7 @@ def main(argv=None):
     parser.add_argument("--sentences", type=int, default=256, help="test verses translated per measurement")
     parser.add_argument("--call", type=int, default=16, help="sentences a call (beam 5 x 16 by default)")
     parser.add_argument("--forms", default=",".join(FORMS), help="model forms: float32, int8 (comma list)")
+    parser.add_argument("--against", type=Path, help="another checkout of the plugin to compare with, every loop on")
     parser.add_argument("--child", help=argparse_hidden())
     parser.add_argument("--search", default="vectorised", help=argparse_hidden())
     args = harness.parse(parser, argv)
@@ -78,6 +87,8 @@ def main(argv=None):
         return child(args.run, args.child, args.search, args.sentences, args.call, args.threads)
     forms = args.forms.split(",")
     children = {}
+    if args.against:
+        return against(args, forms)
     for form in forms:
         for setting, loops in SETTINGS.items():
             if form == "float32" and setting == "without int8_rows":
@@ -112,6 +123,49 @@ def main(argv=None):
                          "outputs that differ"], rows))
     digest = hashlib.sha256(json.dumps(sorted(texts.items())).encode()).hexdigest()[:12]
     print(f"outputs digest {digest}")
+
+
+def against(args, forms) -> None:
+    """Every loop on, this checkout against ``args.against``, taking turns."""
+    import fconv_plugin
+
+    other = args.against.resolve()
+    if not (other / "fconv_plugin" / "__init__.py").exists():
+        raise SystemExit(f"{other} is not a checkout of the plugin (no fconv_plugin/__init__.py)")
+    checkouts = {"this checkout": Path(fconv_plugin.__file__).resolve().parents[1], other.name: other}
+    children = {}
+    for form in forms:
+        for name, checkout in checkouts.items():
+            command = [__file__, str(args.run), "--child", form, "--sentences", str(args.sentences),
+                       "--call", str(args.call), "--threads", str(args.threads)]
+            env = {"FCONV_NATIVE": "1", "PYTHONPATH": str(checkout)}
+            children[form, name] = harness.Child(command, env=env)
+            package = Path(children[form, name].ready["package"]).resolve()
+            if not package.is_relative_to(checkout):
+                raise SystemExit(f"the {name} child loaded {package}, not the checkout's package")
+    seconds = {key: [] for key in children}
+    texts = {}
+    keys = list(children)
+    for repeat in range(args.repeats):
+        for key in keys if repeat % 2 == 0 else reversed(keys):
+            answer = children[key].measure()
+            seconds[key].append(answer["seconds"])
+            texts[key] = answer["texts"]
+    for c in children.values():
+        c.close()
+    print(f"{args.sentences} test verses of {args.run.name}, beam 5, calls of {args.call}, {args.repeats} turns, "
+          f"every loop on; {harness.machine()}")
+    rows = []
+    for form in forms:
+        base = harness.median(seconds[form, "this checkout"])
+        for name, checkout in checkouts.items():
+            values = seconds[form, name]
+            differ = sum(a != b for a, b in zip(texts[form, name], texts[form, "this checkout"]))
+            rows.append([form, f"{name} ({checkout})", f"{args.sentences / harness.median(values):.1f}",
+                         f"{harness.spread(values):.1%}", f"{harness.median(values) / base:.2f}",
+                         f"{differ} of {args.sentences}"])
+    print(harness.table(["form", "checkout", "sentences/s", "spread", "time vs this checkout",
+                         "outputs that differ"], rows))
 
 
 def argparse_hidden():
