@@ -1,4 +1,6 @@
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,3 +21,14 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 def _deterministic_threads():
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture(scope="session")
+def quickstart_run(tmp_path_factory):
+    """A real quickstart run of 8 updates, trained, not evaluated (``benchmarks/harness.quick_run``:
+    the quickstart's own script), for what reads a run's files: the benchmarks' --quick
+    modes, documented command lines."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import harness
+
+    return harness.quick_run(tmp_path_factory.mktemp("quickstart") / "run")

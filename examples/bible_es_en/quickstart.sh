@@ -17,7 +17,8 @@
 #   WORK_DIR=D   where everything is written (default: runs/<date-time> beside this
 #                script); a WORK_DIR that exists and is not empty is refused, never wiped
 #   SEED=N       training seed (default 1)
-#   EVALUATE=0   stop after training and its curve (the benchmarks' --quick runs; default 1)
+#   EVALUATE=0   validate once, at the last update, and stop after training and its curve
+#                (the benchmarks' --quick runs; default 1)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -85,6 +86,7 @@ fairseq-preprocess --source-lang es --target-lang en --trainpref train.bpe --val
 preprocess_summary preprocess.log
 
 validate_every=$(( (updates + 3) / 4 ))
+[ "$evaluate" = 0 ] && validate_every=$updates  # EVALUATE=0: one validation, at the end (it picks checkpoint_best.pt)
 step "5/8 fairseq-train --user-dir fconv_plugin --arch fconv_iwslt_de_en: $updates updates, recipe $recipe
     (progress every 100 updates, validation BLEU every $validate_every)"
 fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_iwslt_de_en "${optimiser[@]}" \

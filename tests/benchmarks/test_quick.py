@@ -15,17 +15,11 @@ BENCHMARKS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if p.name
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="session")
-def quick_run(tmp_path_factory):
-    """A quickstart run of a few updates, not evaluated (``harness.quick_run``)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import harness
-
-    run = harness.quick_run(tmp_path_factory.mktemp("benchmarks") / "run")
+def test_a_quick_run_is_trained_not_evaluated_and_leaves_runs_latest(quickstart_run):
     latest = ROOT / "examples" / "bible_es_en" / "runs" / "latest"
-    assert not latest.exists() or latest.resolve() != run.resolve(), "a run written elsewhere took runs/latest"
-    assert not (run / "generate.out").exists()  # EVALUATE=0: trained, not evaluated
-    return run
+    assert not latest.exists() or latest.resolve() != quickstart_run.resolve(), "a run written elsewhere took runs/latest"
+    assert (quickstart_run / "checkpoints" / "checkpoint_best.pt").exists()
+    assert not (quickstart_run / "generate.out").exists()  # EVALUATE=0: trained, not evaluated
 
 
 def test_at_most_eight_benchmarks_share_the_harness():
@@ -48,9 +42,9 @@ def test_no_benchmark_uses_a_private_api():
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)
-def test_quick_mode_runs(name, quick_run):
+def test_quick_mode_runs(name, quickstart_run):
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), "--quick"], cwd=ROOT,
                             capture_output=True, text=True, timeout=900,
-                            env={**os.environ, "FCONV_QUICK_RUN": str(quick_run)})
+                            env={**os.environ, "FCONV_QUICK_RUN": str(quickstart_run)})
     assert result.returncode == 0, f"{name} --quick failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert result.stdout.strip(), f"{name} --quick printed nothing"
