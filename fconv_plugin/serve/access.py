@@ -11,7 +11,9 @@ over its limit in the last 60 seconds gets 429 with ``Retry-After``. Without
 ``--api-keys`` the server is open, as it should be on 127.0.0.1 only.
 """
 
+import logging
 import math
+import re
 import time
 from collections import deque
 from pathlib import Path
@@ -21,6 +23,30 @@ from ..errors import FConvError
 from .requests import BadRequest
 
 WINDOW_SECONDS = 60.0
+
+
+# a key in a query string (LibreTranslate's clients may send ?api_key=...), as logged
+KEY_IN_QUERY = re.compile(r"(?i)((?:^|[?&;])api[_-]?key=)[^&;\s\"]*")
+
+
+def redacted(text: str) -> str:
+    """``text`` with every api_key=... of a query string replaced by api_key=[redacted]."""
+    return KEY_IN_QUERY.sub(r"\1[redacted]", text)
+
+
+class RedactKeys(logging.Filter):
+    """Keeps API keys out of the log: uvicorn's access log writes the request line, query
+    string and all; this filter redacts keys in a record's arguments and message before any
+    handler formats it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(redacted(arg) if isinstance(arg, str) else arg for arg in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {k: redacted(v) if isinstance(v, str) else v for k, v in record.args.items()}
+        if isinstance(record.msg, str):
+            record.msg = redacted(record.msg)
+        return True
 
 
 class RateLimited(BadRequest):

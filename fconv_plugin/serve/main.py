@@ -129,7 +129,18 @@ def main(argv=None) -> None:
 
     # SIGTERM/SIGINT: uvicorn stops accepting, answers the requests in flight, then the
     # app's shutdown ends the generation worker
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", timeout_graceful_shutdown=args.timeout + 5)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", timeout_graceful_shutdown=args.timeout + 5,
+                log_config=_log_config_without_keys(uvicorn.config.LOGGING_CONFIG))
+
+
+def _log_config_without_keys(config: dict) -> dict:
+    """uvicorn's logging configuration with every handler passing through ``RedactKeys``:
+    no API key sent in a query string reaches a log."""
+    config = copy.deepcopy(config)
+    config.setdefault("filters", {})["redact_keys"] = {"()": "fconv_plugin.serve.access.RedactKeys"}
+    for handler in config.get("handlers", {}).values():
+        handler["filters"] = [*handler.get("filters", []), "redact_keys"]
+    return config
 
 
 if __name__ == "__main__":

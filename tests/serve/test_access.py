@@ -1,6 +1,8 @@
 """API keys from a file and their per-key limits (hand-checked cases with a clock we move),
 then a server with keys and a CORS origin, driven by libretranslatepy and urllib."""
 
+import json
+import logging
 import urllib.error
 import urllib.request
 
@@ -85,5 +87,32 @@ def test_a_server_with_keys_and_one_cors_origin(trained_model, tmp_path):
 
         assert preflight("https://app.example") == (200, "https://app.example")
         assert preflight("https://elsewhere.example")[1] is None
+        # a key in the query string, as some LibreTranslate clients send it
+        server.request("/translate?api_key=open-key&source=src", json.dumps({"q": "s1", "api_key": "open-key"}).encode())
     finally:
         server.stop()
+    log = (tmp_path / "serve.log").read_text()
+    assert "/translate?api_key=[redacted]&source=src" in log  # the access log keeps the request, not the key
+    assert "open-key" not in log and "slow-key" not in log
+
+
+def test_keys_in_query_strings_never_reach_a_log(caplog):
+    """uvicorn's access log formats (client, method, path with query, version, status); the
+    filter fconv-serve gives every handler redacts keys first, in any spelling LibreTranslate
+    clients use."""
+    from uvicorn.logging import AccessFormatter
+
+    from fconv_plugin.serve.access import RedactKeys
+    from fconv_plugin.serve.main import _log_config_without_keys
+
+    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+                               ("127.0.0.1:5", "POST", "/translate?q=hi&api_key=team-a-4f9c2e&API-KEY=b;apikey=c",
+                                "1.1", 200), None)
+    assert RedactKeys().filter(record)
+    line = AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s').format(record)
+    assert line == '127.0.0.1:5 - "POST /translate?q=hi&api_key=[redacted]&API-KEY=[redacted];apikey=[redacted] HTTP/1.1" 200 OK'
+    import uvicorn.config
+
+    config = _log_config_without_keys(uvicorn.config.LOGGING_CONFIG)
+    assert all("redact_keys" in handler["filters"] for handler in config["handlers"].values())
+    assert "filters" not in uvicorn.config.LOGGING_CONFIG["handlers"]["access"]  # uvicorn's own left as it was
