@@ -17,7 +17,9 @@ import ast
 import copy
 import math
 import os
+import re
 import threading
+import unicodedata
 from collections import OrderedDict
 from dataclasses import dataclass, fields, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -114,6 +116,41 @@ def unk_replaced_text(hypo_tokens, attended_positions, source_words, tgt_dict, u
     words = replace_unknown_words(hypo_tokens, attended_positions, source_words, tgt_dict, unk_dictionary, set(ignore))
     text = " ".join(words)
     return data_utils.post_process(text, remove_bpe) if remove_bpe is not None else text
+
+
+# links and addresses: not words to translate
+LINK = re.compile(r"(?i)\b(?:https?://|www\.)\S+|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+
+
+def nothing_to_translate(sentence: str) -> bool:
+    """Whether ``sentence`` holds no word: no letter outside links and e-mail addresses
+    (emoji, punctuation, numbers, a URL alone). Such a line passes through unchanged."""
+    return not any(unicodedata.category(character).startswith("L") for character in LINK.sub(" ", sentence))
+
+
+def passed_through(sentence: str, eos: int) -> Translation:
+    """A line with nothing to translate, as its own translation (score 0: nothing was decoded)."""
+    return Translation(sentence, [Hypothesis(text=sentence, tokens=[eos], score=0.0, positional_scores=[0.0],
+                                             alignment=[])])
+
+
+def language_pair(data: str, source_lang: Optional[str], target_lang: Optional[str]) -> Dict[str, str]:
+    """The languages a translator reads and writes: as given, else as the data-bin's files
+    name them (fairseq's ``infer_language_pair``, which fairseq's task runs too late for a
+    ``--tokenizer`` that reads the source language). One line naming the choice where the
+    files do not settle it."""
+    if source_lang is not None and target_lang is not None:
+        return {"source_lang": source_lang, "target_lang": target_lang}
+    from fairseq.data.data_utils import infer_language_pair
+
+    first = data.split(os.pathsep)[0]
+    inferred = infer_language_pair(first) if os.path.isdir(first) else (None, None)
+    if None in inferred:
+        found = sorted(name[len("dict."):-len(".txt")] for name in os.listdir(first)
+                       if name.startswith("dict.") and name.endswith(".txt")) if os.path.isdir(first) else []
+        raise FConvError(f"which languages? {first} has the dictionaries of {', '.join(found) or 'none'} and no "
+                         f"binarised split naming the pair; give --source-lang and --target-lang (-s and -t)")
+    return {"source_lang": source_lang or inferred[0], "target_lang": target_lang or inferred[1]}
 
 
 def inference_device(cfg) -> torch.device:
@@ -217,6 +254,7 @@ class Translator:
         from fairseq import options as fairseq_options
         from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
+        options = {**options, **language_pair(str(data), options.get("source_lang"), options.get("target_lang"))}
         argv = [str(data), "--path", str(checkpoint)]
         for key, value in options.items():
             flag = "--" + key.replace("_", "-")
@@ -318,6 +356,20 @@ class Translator:
         options = replace(self.defaults, **generation)
         options.check()
         check_workers(workers, self.device)
+        words = [i for i, sentence in enumerate(sentences) if not nothing_to_translate(sentence)]
+        if len(words) < len(sentences):  # emoji, punctuation, numbers, links: the model would invent a sentence
+            results = [passed_through(sentence, self.task.target_dictionary.eos()) for sentence in sentences]
+            if words:
+                translated = self.translate(
+                    [sentences[i] for i in words], alignment=alignment, attention=attention, replace_unk=replace_unk,
+                    encoded=None if encoded is None else [encoded[i] for i in words], decode=decode,
+                    max_tokens=max_tokens, max_sentences=max_sentences, progress=progress, workers=workers,
+                    **generation)
+                for i, translation in zip(words, translated):
+                    results[i] = translation
+            if progress is not None:
+                progress(len(sentences) - len(words))
+            return results
         unk_dictionary = self.unk_dictionary if replace_unk is None else load_unk_dictionary(replace_unk)
         encoded = [self.encode(s) for s in sentences] if encoded is None else list(encoded)
         if len(encoded) != len(sentences):

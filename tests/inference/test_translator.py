@@ -194,3 +194,17 @@ def test_source_tokens_are_the_tasks_own():
     assert tokens[1][2] == dictionary.unk() and tokens[3][3] == dictionary.unk() and tokens[0][-1] == dictionary.eos()
     own, own_lengths = source_tokens(_OwnLookupTask(dictionary), lines)
     assert [int(t) for t in own] == [len(line) for line in lines] and own_lengths == [1] * 4
+
+
+def test_lines_with_nothing_to_translate_pass_through_in_calls_and_documents(translator):
+    lines = ["s1 s2 s3", "🙏", "¡¡¡ ... !!!", "3:16", "https://example.org/s1?q=2", "s4 s5"]
+    results = translator.translate(lines, alignment=True)
+    for index, line in ((0, "s1 s2 s3"), (5, "s4 s5")):  # the lines with words, as translated on their own
+        alone = translator.translate([line], alignment=True)[0].best
+        assert (results[index].text, results[index].best.alignment) == (alone.text, alone.alignment)
+        assert abs(results[index].best.score - alone.score) < 1e-4
+    assert [r.text for r in results[1:5]] == lines[1:5]
+    assert all(r.best.score == 0.0 and r.best.alignment == [] for r in results[1:5])
+    assert translator.translate(["🙏", "!!"])[1].text == "!!"  # no word anywhere: no generation at all
+    document = translator.translate_document("s1 s2 s3\n🙏\n\n3:16")
+    assert document.text.split("\n")[1:] == ["🙏", "", "3:16"]

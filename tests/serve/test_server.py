@@ -72,6 +72,19 @@ def test_beam_one_answers_as_fairseq_interactive_with_beam_one(served):
     assert status == 200 and [a["text"] for a in answer["translations"]] == expected
 
 
+def test_lines_with_nothing_to_translate_come_back_unchanged(served):
+    """Emoji, punctuation, numbers and links alone are not sentences: the model would invent
+    one ("And it came to pass..."); they come back as sent, beside a translated line."""
+    server, data_bin, checkpoint = served
+    lines = ["🙏", "¡¡¡ ... !!!", _sentences(1, seed=4)[0], "3:16", "https://example.org/s1"]
+    expected = interactive_answers(data_bin, checkpoint, [lines[2]])[0]["text"]
+    status, answer = server.translate(text=lines, alignment=True)
+    assert status == 200
+    assert [a["text"] for a in answer["translations"]] == [*lines[:2], expected, *lines[3:]]
+    status, answer = server.translate(q="🙏", source="src", target="tgt")  # LibreTranslate's shape
+    assert status == 200 and answer["translatedText"] == "🙏"
+
+
 def test_a_text_with_line_breaks_or_marked_as_a_document_is_translated_as_one(served):
     """A document: each line's sentences translated as fairseq-interactive translates them
     alone, the lines and blank lines kept; an over-long sentence is split, not refused."""
