@@ -122,11 +122,6 @@ def same_hypotheses(ours, reference) -> bool:
     return True
 
 
-def turns(names, repetition):
-    """The order the models take within one repetition: alternating between repetitions."""
-    return list(names) if repetition % 2 == 0 else list(reversed(names))
-
-
 def summary(seconds):
     """Median and spread (interquartile range / median) of repeated timings."""
     median = statistics.median(seconds)
@@ -159,7 +154,7 @@ def bench_generation(arch, task, beam, batch_size, reps, max_len):
             generators[name].generate([prepared[name]], sample)
         for repetition in range(reps):
             outputs = {}
-            for name in turns(prepared, repetition):
+            for name in harness.turns(prepared, repetition):
                 seconds, outputs[name] = time_call(lambda: generators[name].generate([prepared[name]], sample))
                 times[name].append(seconds)
             identical = identical and same_hypotheses(outputs["plugin"], outputs["fairseq"])
@@ -228,7 +223,7 @@ def bench_training(models, task, reps):
     for model in models.values():
         model.train()
     for repetition in range(reps + 1):  # the first, untimed in the summary, is the warm-up
-        for name in turns(models, repetition):
+        for name in harness.turns(models, repetition):
             model = models[name]
             times[name].append(time_call(lambda: training_step(model, sample, prev, target))[0])
     words = sentences * length

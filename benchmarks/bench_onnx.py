@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness  # noqa: E402
-from bench_fconv import build_models, make_task, prepared_for_generation, source_batch, turns  # noqa: E402
+from bench_fconv import build_models, make_task, prepared_for_generation, source_batch  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
 from fconv_onnx.beam_search import generate  # noqa: E402
@@ -114,7 +114,7 @@ def measure(engines: Engines, batches_by_setting, repetitions: int):
         for name in ENGINES:  # untimed warm-up
             engines.translate(name, batches[0], beam)
         for repetition in range(repetitions):
-            for name in turns(ENGINES, repetition):
+            for name in harness.turns(ENGINES, repetition):
                 start = time.perf_counter()
                 outputs[name] = [hyp for batch in batches for hyp in engines.translate(name, batch, beam)]
                 seconds[name].append(time.perf_counter() - start)

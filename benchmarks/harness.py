@@ -113,12 +113,17 @@ def translator(run: Path, checkpoint: Path, beam: int = 5, **options):
                                       **options)
 
 
+def turns(names: Sequence, repeat: int) -> List:
+    """The order the forms take their turn in repetition ``repeat``: alternating, so that
+    drift and warm caches hit every form alike."""
+    return list(names) if repeat % 2 == 0 else list(reversed(names))
+
+
 def take_turns(forms: Dict[str, Callable[[], object]], repeats: int) -> Dict[str, List[float]]:
     """Seconds of each form's call, ``repeats`` times, the forms taking turns in an order that alternates."""
     seconds: Dict[str, List[float]] = {name: [] for name in forms}
-    names = list(forms)
     for repeat in range(repeats):
-        for name in names if repeat % 2 == 0 else reversed(names):
+        for name in turns(list(forms), repeat):
             start = time.perf_counter()
             forms[name]()
             seconds[name].append(time.perf_counter() - start)
@@ -150,6 +155,20 @@ class Child:
     def close(self) -> None:
         self.process.stdin.close()
         self.process.wait(timeout=60)
+
+
+def take_turns_in_children(children: Dict[object, "Child"], repeats: int):
+    """``take_turns`` for forms in processes of their own: each child's reported ``seconds``,
+    ``repeats`` times in alternating order, and its last answer; the children closed after."""
+    seconds: Dict[object, List[float]] = {key: [] for key in children}
+    answers: Dict[object, dict] = {}
+    for repeat in range(repeats):
+        for key in turns(list(children), repeat):
+            answers[key] = children[key].measure()
+            seconds[key].append(answers[key]["seconds"])
+    for child in children.values():
+        child.close()
+    return seconds, answers
 
 
 def serve_measurements(ready: dict, measure: Callable[[], dict]) -> None:

@@ -97,16 +97,8 @@ def main(argv=None):
                        "--call", str(args.call), "--threads", str(args.threads),
                        "--search", "fairseq" if setting == FAIRSEQ_SEARCH else "vectorised"]
             children[form, setting] = harness.Child(command, env={"FCONV_NATIVE": loops})
-    seconds = {key: [] for key in children}
-    texts = {}
-    keys = list(children)
-    for repeat in range(args.repeats):
-        for key in keys if repeat % 2 == 0 else reversed(keys):
-            answer = children[key].measure()
-            seconds[key].append(answer["seconds"])
-            texts[key] = answer["texts"]
-    for c in children.values():
-        c.close()
+    seconds, answers = harness.take_turns_in_children(children, args.repeats)
+    texts = {key: answer["texts"] for key, answer in answers.items()}
     print(f"{args.sentences} test verses of {args.run.name}, beam 5, calls of {args.call}, {args.repeats} turns; "
           f"{harness.machine()}")
     rows = []
@@ -143,16 +135,8 @@ def against(args, forms) -> None:
             package = Path(children[form, name].ready["package"]).resolve()
             if not package.is_relative_to(checkout):
                 raise SystemExit(f"the {name} child loaded {package}, not the checkout's package")
-    seconds = {key: [] for key in children}
-    texts = {}
-    keys = list(children)
-    for repeat in range(args.repeats):
-        for key in keys if repeat % 2 == 0 else reversed(keys):
-            answer = children[key].measure()
-            seconds[key].append(answer["seconds"])
-            texts[key] = answer["texts"]
-    for c in children.values():
-        c.close()
+    seconds, answers = harness.take_turns_in_children(children, args.repeats)
+    texts = {key: answer["texts"] for key, answer in answers.items()}
     print(f"{args.sentences} test verses of {args.run.name}, beam 5, calls of {args.call}, {args.repeats} turns, "
           f"every loop on; {harness.machine()}")
     rows = []

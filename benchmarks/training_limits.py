@@ -115,7 +115,7 @@ def compiled_step(model, batch, repetitions=6):
     b.training_step(eager, *batch)
     times = {"eager": [], "torch.compile": []}
     for repetition in range(repetitions):
-        for name in b.turns(list(times), repetition):
+        for name in harness.turns(list(times), repetition):
             start = time.perf_counter()
             b.training_step(eager if name == "eager" else compiled, *batch)
             times[name].append(time.perf_counter() - start)
