@@ -21,6 +21,7 @@ Reported per model form: sentences/s (median of ``--repeats``), its spread, the 
 every loop on, and how many best hypotheses differ from that setting's.
 """
 
+import argparse
 import hashlib
 import json
 import logging
@@ -78,17 +79,17 @@ def main(argv=None):
     parser.add_argument("--call", type=int, default=16, help="sentences a call (beam 5 x 16 by default)")
     parser.add_argument("--forms", default=",".join(FORMS), help="model forms: float32, int8 (comma list)")
     parser.add_argument("--against", type=Path, help="another checkout of the plugin to compare with, every loop on")
-    parser.add_argument("--child", help=argparse_hidden())
-    parser.add_argument("--search", default="vectorised", help=argparse_hidden())
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--search", default="vectorised", help=argparse.SUPPRESS)
     args = harness.parse(parser, argv)
     if args.quick:
         args.sentences = min(args.sentences, 32)
     if args.child:
         return child(args.run, args.child, args.search, args.sentences, args.call, args.threads)
     forms = args.forms.split(",")
-    children = {}
     if args.against:
         return against(args, forms)
+    children = {}
     for form in forms:
         for setting, loops in SETTINGS.items():
             if form == "float32" and setting == "without int8_rows":
@@ -150,12 +151,6 @@ def against(args, forms) -> None:
                          f"{differ} of {args.sentences}"])
     print(harness.table(["form", "checkout", "sentences/s", "spread", "time vs this checkout",
                          "outputs that differ"], rows))
-
-
-def argparse_hidden():
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":
