@@ -44,3 +44,14 @@ def test_fconv_attention_as_usage_md_writes_it(beside_a_quickstart_run):
     assert "Traceback" not in result.stderr
     written = sorted((beside_a_quickstart_run / "attention").glob("*.png"))
     assert len(written) == 1 and written[0].stat().st_size > 10_000
+
+
+def test_fconv_translate_needs_no_languages_where_the_data_bin_names_them(quickstart_run, tmp_path):
+    """The same crash hydra gave fconv-attention (tokenizer.source_lang=null) reached every
+    command of the inference core; the languages now come from the data-bin for all of them."""
+    result = subprocess.run([str(BIN / "fconv-translate"), str(quickstart_run / "data-bin"), "--path",
+                             str(quickstart_run / "checkpoints" / "checkpoint_best.pt"), "--tokenizer", "moses",
+                             "--bpe", "subword_nmt", "--bpe-codes", str(quickstart_run / "codes"), "--no-progress-bar"],
+                            input="Y dijo Dios: Sea la luz.\n", capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(result.stdout.splitlines()) == 1 and result.stdout.strip()

@@ -54,7 +54,6 @@ def read_input(path: str) -> str:
 def main(argv=None) -> None:
     argv = with_plugin_user_dir(sys.argv[1:] if argv is None else argv)
     from fairseq import options
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     compat.install()  # one-line errors
     args = options.parse_args_and_arch(build_parser(), argv)
@@ -67,8 +66,9 @@ def main(argv=None) -> None:
     text = read_input(args.input)
 
     from ..inference import Translator, split_document
+    from ..inference.translator import interactive_config
 
-    translator = Translator(convert_namespace_to_omegaconf(args))
+    translator = Translator(interactive_config(args))
     split = split_document(translator, text, args.source_language_rules, args.max_sentence_tokens)
     progress = None
     if not args.no_progress_bar:

@@ -153,6 +153,17 @@ def language_pair(data: str, source_lang: Optional[str], target_lang: Optional[s
     return {"source_lang": source_lang or inferred[0], "target_lang": target_lang or inferred[1]}
 
 
+def interactive_config(args):
+    """fairseq-interactive's parsed options as the config a ``Translator`` takes, the
+    languages filled in from the data-bin where none were given (``language_pair``): the
+    one place the core's commands (fconv-translate, fconv-serve, ``from_pretrained``) convert."""
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    pair = language_pair(str(args.data), getattr(args, "source_lang", None), getattr(args, "target_lang", None))
+    args.source_lang, args.target_lang = pair["source_lang"], pair["target_lang"]
+    return convert_namespace_to_omegaconf(args)
+
+
 def inference_device(cfg) -> torch.device:
     """Where a model runs, as fairseq-interactive decides: the GPU when there is one,
     unless ``--cpu``."""
@@ -252,9 +263,7 @@ class Translator:
         fairseq-interactive's, by their Python names: ``source_lang="es", tokenizer="moses",
         bpe="subword_nmt", bpe_codes="codes", beam=5, replace_unk=True, max_tokens=2000``."""
         from fairseq import options as fairseq_options
-        from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-        options = {**options, **language_pair(str(data), options.get("source_lang"), options.get("target_lang"))}
         argv = [str(data), "--path", str(checkpoint)]
         for key, value in options.items():
             flag = "--" + key.replace("_", "-")
@@ -263,7 +272,7 @@ class Translator:
             elif value not in (None, False):
                 argv += [flag, str(value)]
         parser = fairseq_options.get_interactive_generation_parser()
-        return cls(convert_namespace_to_omegaconf(fairseq_options.parse_args_and_arch(parser, argv)), name, search)
+        return cls(interactive_config(fairseq_options.parse_args_and_arch(parser, argv)), name, search)
 
     # --- what the model reads ---------------------------------------------------------
 

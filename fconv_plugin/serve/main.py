@@ -74,7 +74,6 @@ def main(argv=None) -> None:
 
     argv = with_plugin_user_dir(sys.argv[1:] if argv is None else argv)
     from fairseq import options
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     compat.install()  # one-line errors, safe loading, --replace-unk, input checks
     args = options.parse_args_and_arch(build_parser(), argv)
@@ -95,7 +94,9 @@ def main(argv=None) -> None:
     from .access import ApiKeys
 
     api_keys = ApiKeys.read(args.api_keys) if args.api_keys else None
-    cfg = convert_namespace_to_omegaconf(args)
+    from ..inference.translator import interactive_config
+
+    cfg = interactive_config(args)
     if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:
         cfg.dataset.batch_size = args.max_batch_sentences  # one generation call a round
 
