@@ -11,12 +11,10 @@ faces: ``cli``, ``serve``, ``export`` (and ``fconv_onnx``, which imports none of
 package). ``compat`` (the host fixes) is imported only by entry points.
 """
 
+import logging
 import os
 import sys
 from typing import List
-
-from .errors import FConvError
-from .models import ARCHITECTURES, FConvDecoder, FConvEncoder, FConvModel
 
 
 def running_fairseq_command() -> bool:
@@ -24,6 +22,33 @@ def running_fairseq_command() -> bool:
     -interactive, ...): only they import ``fairseq_cli``, which ``--user-dir`` then loads
     the plugin into. Importing fairseq or the plugin never imports it."""
     return any(name == "fairseq_cli" or name.startswith("fairseq_cli.") for name in sys.modules)
+
+
+def _import_fairseq_keeping_logging() -> None:
+    """Import fairseq and leave the process's logging as it was: importing it runs its
+    text_to_speech task's ``logging.basicConfig(level=DEBUG)``, which puts every library's
+    DEBUG lines (hydra's among them) on stderr, and logs a request for tensorboardX. A
+    program that imports the plugin keeps its own logging; the plugin's commands set
+    theirs up (``compat.console``). fairseq's commands configure logging themselves."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    speech = logging.getLogger("fairseq.tasks.text_to_speech")
+    speech_level = speech.level
+    speech.setLevel(logging.WARNING)
+    try:
+        import fairseq.tasks  # noqa: F401
+    finally:
+        speech.setLevel(speech_level)
+        root.setLevel(level)
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+
+
+if "fairseq" not in sys.modules and not running_fairseq_command():
+    _import_fairseq_keeping_logging()
+
+from .errors import FConvError  # noqa: E402
+from .models import ARCHITECTURES, FConvDecoder, FConvEncoder, FConvModel  # noqa: E402
 
 
 def with_plugin_user_dir(argv: List[str]) -> List[str]:

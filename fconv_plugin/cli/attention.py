@@ -31,7 +31,7 @@ def draw(layers: List[torch.Tensor], source: List[str], target: List[str], title
     """A figure with one heat map per layer and one of their average, in a grid; for a
     copying model a last panel with p_gen, the probability of generating (not copying)
     each target token."""
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq leaves the root logger chatty
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # its font cache lines say nothing to act on
     from matplotlib.figure import Figure  # no pyplot: no global figure state, no display needed
 
     layers = [torch.as_tensor(layer) for layer in layers]
@@ -74,6 +74,7 @@ def main(argv=None) -> None:
     parser.add_argument("--output-dir", default="attention", help="where the PNGs go (default: attention/)")
     args = parser.parse_intermixed_args(argv)
     compat.install()  # a fairseq command of the plugin's own: errors print as one line
+    compat.console.command_logging()  # fairseq's log format, without hydra's DEBUG lines
 
     sentences = args.sentences or [line.strip() for line in sys.stdin if line.strip()]
     if not sentences:

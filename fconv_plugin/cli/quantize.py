@@ -74,6 +74,7 @@ def main(argv=None) -> None:
                                        "the checkpoint names, which is often relative to where training ran")
     args = parser.parse_args(argv)
     compat.install()  # a fairseq command of the plugin's own: checkpoints load safely, errors print as one line
+    compat.console.command_logging()  # fairseq's log format, without hydra's DEBUG lines
     sizes = quantize_checkpoint(args.input, args.output, args.data)
     print(f"fconv_plugin: wrote {args.output}: {sizes['output'] / 2**20:.1f} MB (input {sizes['input'] / 2**20:.1f} MB, "
           f"float32 weights alone {sizes['float_weights'] / 2**20:.1f} MB)", file=sys.stderr)

@@ -24,17 +24,21 @@ def build_parser():
     from fairseq import options
 
     parser = options.get_interactive_generation_parser()
-    parser.description = __doc__.split("\n\n")[0]
     group = parser.add_argument_group("fconv-translate")
     group.add_argument("--output", default="-", help="where the translation goes (default: stdout; a file is written whole)")
     group.add_argument("--source-language-rules", default=None, metavar="LANG",
                        help="the language whose sentence-splitting rules apply (default: the source language, -s)")
     group.add_argument("--max-sentence-tokens", type=int, default=None,
-                       help="split longer sentences at safe points (default: --max-len-b, at most what the model reads)")
+                       help="split longer sentences at safe points (default: as long as 90%% of the training sentences, "
+                            "read from DATA's train split; without one, --max-len-b; at most what the model reads)")
     group.add_argument("--workers", type=int, default=1, metavar="N",
                        help="decode N batches side by side, in N processes of one CPU thread each (Marian's "
                             "--cpu-threads, CTranslate2's inter_threads; default 1: one process with torch's threads)")
-    return parser
+    return compat.console.short_help(
+        parser, "fconv-translate",
+        usage="fconv-translate DATA --path CHECKPOINT [-s SRC -t TGT] [--tokenizer moses --bpe subword_nmt --bpe-codes CODES] "
+              "[--input FILE] [--output FILE] [options]",
+        description=__doc__.split("\n\n")[0])
 
 
 def read_input(path: str) -> str:
@@ -55,8 +59,10 @@ def main(argv=None) -> None:
     argv = with_plugin_user_dir(sys.argv[1:] if argv is None else argv)
     from fairseq import options
 
+
     compat.install()  # one-line errors
     args = options.parse_args_and_arch(build_parser(), argv)
+    compat.console.command_logging()  # fairseq's log format, without hydra's DEBUG lines
     if args.path is None:
         raise FConvError("--path is required: the checkpoint to translate with")
     if args.output != "-" and args.input != "-" and Path(args.output).resolve() == Path(args.input).resolve():

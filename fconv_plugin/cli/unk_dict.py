@@ -75,6 +75,7 @@ def main(argv=None) -> None:
     parser.add_argument("--output", default="-", help="where to write the dictionary (default: stdout; a file is written whole)")
     args = parser.parse_args(argv)
     compat.install()  # a fairseq command of the plugin's own: checkpoints load safely, errors print as one line
+    compat.console.command_logging()  # fairseq's log format, without hydra's DEBUG lines
 
     translator = Translator.from_pretrained(args.path, args.data, source_lang=args.source_lang, target_lang=args.target_lang,
                                             cpu=True)  # count_alignments reads CPU tensors

@@ -33,6 +33,7 @@ from fairseq import utils as fairseq_utils
 
 from . import (
     atomic_checkpoints,
+    console,
     cli_errors,
     complete_batches,
     data_bin_checks,

@@ -264,6 +264,7 @@ def export_model(model, task, out_dir: str, options, arch: str) -> spec.Manifest
 def main(argv=None) -> None:
     args = parse_args(argv)
     compat.install()  # checkpoints load safely on torch >= 2.6; errors print as one line
+    compat.console.command_logging()  # fairseq's log format, without hydra's DEBUG lines
     description = export(args)
     size = sum(os.path.getsize(os.path.join(args.out_dir, name)) for name in os.listdir(args.out_dir))
     print(f"fconv_plugin: wrote {args.out_dir}: {description.arch}, {'int8' if args.int8 else 'float32'}, "

@@ -99,13 +99,14 @@ def split_document(translator, text: str, language: Optional[str] = None,
     """Lines, sentences, and pieces short enough for the model.
 
     ``language``: the source language for sentence splitting (default: the task's source
-    language). ``max_sentence_tokens``: longer sentences are split (default: what the
-    model reads, and at most ``max_len_b``, the generation's length bound, so a piece's
-    translation is never cut off)."""
+    language). ``max_sentence_tokens``: longer sentences are split (default: the
+    translator's ``sentence_cut``, as long as most training sentences; with ``max_len_b``
+    given, at most ``max(16, max_len_b)``, so a piece's translation is never cut off)."""
     language = language or translator.languages[0]
     if max_sentence_tokens is None:
-        max_len_b = translator.defaults.max_len_b if max_len_b is None else max_len_b
-        max_sentence_tokens = max(16, max_len_b)
+        max_sentence_tokens = translator.sentence_cut
+        if max_len_b is not None:
+            max_sentence_tokens = min(max_sentence_tokens, max(16, max_len_b))
     max_sentence_tokens = min(max_sentence_tokens, translator.source_limit)
     encode = functools.lru_cache(maxsize=None)(translator.encode)  # each piece once: the cuts try many
 

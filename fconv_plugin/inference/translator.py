@@ -14,12 +14,14 @@ model is never changed by one, and a call that wants the attention (alignments,
 """
 
 import ast
+import contextlib
 import copy
 import math
 import os
 import re
 import threading
 import unicodedata
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, fields, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -42,6 +44,17 @@ from .workers import DecodingWorkers, check_workers
 
 LN2 = math.log(2)
 DEFAULT_MAX_TOKENS = 4000  # source tokens in one generation call when the options give no bound
+TRAINED_LENGTH_PERCENTILE = 90
+# warnings the hosts give on every run that ask nothing of a user: hydra's deprecations as
+# fairseq composes its configuration, torch's pin_memory on a machine without a GPU
+HOST_NOTICES = (
+    r"hydra\.experimental\.\w+\(\) is no longer experimental",
+    r"\s*The version_base parameter is not specified",
+    r"In 'config': Usage of deprecated keyword in package header",
+    r"\s*'config' is validated against ConfigStore schema",
+    r"\s*The strict flag in the compose API is deprecated",
+    r"'pin_memory' argument is set as true but no accelerator is found",
+)  # documents cut sentences longer than this share of the training sources
 
 
 @dataclass(frozen=True)
@@ -153,6 +166,58 @@ def language_pair(data: str, source_lang: Optional[str], target_lang: Optional[s
     return {"source_lang": source_lang or inferred[0], "target_lang": target_lang or inferred[1]}
 
 
+def trained_source_lengths(task) -> Optional["numpy.ndarray"]:
+    """The source lengths (tokens with </s>) of the training split in the task's data-bin
+    (``train``, ``train1``, ...: fairseq's shards), or None where the data-bin holds only
+    the dictionaries. Read from the binarised index alone (fairseq's ``indexed_dataset``)."""
+    from itertools import count
+
+    import numpy
+    from fairseq.data import indexed_dataset
+
+    cfg = getattr(task, "cfg", None)
+    source, target = getattr(cfg, "source_lang", None), getattr(cfg, "target_lang", None)
+    if not getattr(cfg, "data", None) or not source or not target:
+        return None
+    data = utils.split_paths(cfg.data)[0]
+    lengths = []
+    for shard in count():
+        split = "train" + (str(shard) if shard else "")
+        for pair in (f"{source}-{target}", f"{target}-{source}"):
+            prefix = os.path.join(data, f"{split}.{pair}.{source}")
+            impl = indexed_dataset.infer_dataset_impl(prefix)
+            if impl is not None:
+                dataset = indexed_dataset.make_dataset(prefix, impl=impl, dictionary=task.source_dictionary)
+                lengths.append(numpy.array(dataset.sizes))  # a copy: the index is unmapped with the dataset
+                break
+        else:
+            break
+    return numpy.concatenate(lengths) if lengths else None
+
+
+def sentence_cut(lengths: Optional["numpy.ndarray"], max_len_b: int, source_limit: int) -> int:
+    """The longest piece (source tokens with </s>) a document's sentence is cut into: as long
+    as ``TRAINED_LENGTH_PERCENTILE`` percent of the training sources, where the data-bin has
+    them (on the quickstart's model, 162-word sentences looped at the old 200 tokens and
+    read well at this percentile: docs/usage.md); never past the generation's length bound
+    (``max(16, --max-len-b)``), so no translation is cut off, nor past what the model reads."""
+    import numpy
+
+    cut = max(16, max_len_b)
+    if lengths is not None and len(lengths):
+        cut = min(cut, int(numpy.percentile(lengths, TRAINED_LENGTH_PERCENTILE, method="inverted_cdf")))
+    return max(2, min(cut, source_limit))
+
+
+@contextlib.contextmanager
+def without_host_notices():
+    """``HOST_NOTICES`` not shown while this lasts; every other warning as before."""
+    with warnings.catch_warnings():
+        for pattern in HOST_NOTICES:
+            warnings.filterwarnings("ignore", message=pattern, category=UserWarning)
+        yield
+
+
 def interactive_config(args):
     """fairseq-interactive's parsed options as the config a ``Translator`` takes, the
     languages filled in from the data-bin where none were given (``language_pair``): the
@@ -161,7 +226,8 @@ def interactive_config(args):
 
     pair = language_pair(str(args.data), getattr(args, "source_lang", None), getattr(args, "target_lang", None))
     args.source_lang, args.target_lang = pair["source_lang"], pair["target_lang"]
-    return convert_namespace_to_omegaconf(args)
+    with without_host_notices():
+        return convert_namespace_to_omegaconf(args)
 
 
 def inference_device(cfg) -> torch.device:
@@ -228,7 +294,7 @@ class Translator:
                 raise FConvError(f"--path {path}: no such checkpoint file")
         self.task = tasks.setup_task(cfg.task)
         overrides = ast.literal_eval(cfg.common_eval.model_overrides)  # a literal, never executed
-        with loading_fairseq_checkpoints(cfg.common_eval.path):
+        with loading_fairseq_checkpoints(cfg.common_eval.path), without_host_notices():
             self.models, model_cfg = checkpoint_utils.load_model_ensemble(
                 utils.split_paths(cfg.common_eval.path), arg_overrides=overrides, task=self.task,
                 suffix=cfg.checkpoint.checkpoint_suffix, strict=(cfg.checkpoint.checkpoint_shard_count == 1),
@@ -246,6 +312,8 @@ class Translator:
             self.task.max_positions(), *[model.max_positions() for model in self.models]
         )
         self.defaults = GenerationOptions.from_cfg(cfg.generation)
+        trained = trained_source_lengths(self.task)
+        self.sentence_cut = sentence_cut(trained, self.defaults.max_len_b, self.source_limit)
         self.max_tokens = cfg.dataset.max_tokens
         self.max_sentences = cfg.dataset.batch_size
         self._default_batches = self.max_tokens is None and self.max_sentences is None
@@ -307,6 +375,7 @@ class Translator:
             "int8": self.int8,
             "copying": self.copying,
             "max_source_tokens": self.source_limit,
+            "sentence_cut_tokens": self.sentence_cut,
             "attention_layers": self.models[0].decoder.num_attention_layers,
         }
 
@@ -496,12 +565,13 @@ class Translator:
             if self._default_batches and workers > 1:
                 max_tokens = max(DEFAULT_MAX_TOKENS // workers, min(self.source_limit, DEFAULT_MAX_TOKENS))
         tokens, lengths = source_tokens(self.task, encoded)
-        iterator = self.task.get_batch_iterator(
-            dataset=self.task.build_dataset_for_inference(tokens, lengths),
-            max_tokens=max_tokens, max_sentences=max_sentences, max_positions=self.max_positions,
-            ignore_invalid_inputs=False, disable_iterator_cache=True,
-        ).next_epoch_itr(shuffle=False)
-        for batch in iterator:
+        with without_host_notices():  # the batches hold this call's sentences only
+            batches = list(self.task.get_batch_iterator(
+                dataset=self.task.build_dataset_for_inference(tokens, lengths),
+                max_tokens=max_tokens, max_sentences=max_sentences, max_positions=self.max_positions,
+                ignore_invalid_inputs=False, disable_iterator_cache=True,
+            ).next_epoch_itr(shuffle=False))
+        for batch in batches:
             yield batch["id"].tolist(), batch["net_input"]["src_tokens"], batch["net_input"]["src_lengths"]
 
     def _generator(self, options: GenerationOptions, attention: bool) -> Tuple[object, list, Optional[BeamSearch]]:

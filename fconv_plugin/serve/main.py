@@ -36,22 +36,11 @@ def build_parser():
                        help="a site whose pages may call the API from a browser (https://example.org); may be repeated")
     group.add_argument("--max-queue-sentences", type=int, default=256,
                        help="sentences waiting or being translated at most; a request beyond gets 429 at once")
-    return _own_options_first(parser)
-
-
-def _own_options_first(parser):
-    """--help shows a short usage, the server's options, then fairseq-interactive's groups
-    that matter for serving, then the rest of fairseq's (accepted, rarely needed)."""
-    parser.usage = ("fconv-serve DATA --path CHECKPOINT [--tokenizer moses --bpe subword_nmt --bpe-codes CODES] "
-                    "[--beam N] [--port N] [options]")
-    parser.description = "Serve a trained fconv model over HTTP, batching requests (docs/serving.md)."
-    order = ["positional arguments", "fconv-serve", "Interactive", "Generation"]
-    # argparse prints its groups in this list's order (a stable part of the stdlib since 3.2)
-    parser._action_groups.sort(key=lambda group: order.index(group.title) if group.title in order else len(order))
-    for group in parser._action_groups:
-        if group.title not in order:
-            group.title = f"fairseq: {group.title}"
-    return parser
+    return compat.console.short_help(
+        parser, "fconv-serve",
+        usage="fconv-serve DATA --path CHECKPOINT [-s SRC -t TGT] [--tokenizer moses --bpe subword_nmt --bpe-codes CODES] "
+              "[--beam N] [--port N] [options]",
+        description="Serve a trained fconv model over HTTP, batching requests (docs/serving.md).")
 
 
 def _named_checkpoints(args):
@@ -75,8 +64,10 @@ def main(argv=None) -> None:
     argv = with_plugin_user_dir(sys.argv[1:] if argv is None else argv)
     from fairseq import options
 
+
     compat.install()  # one-line errors, safe loading, --replace-unk, input checks
     args = options.parse_args_and_arch(build_parser(), argv)
+    compat.console.command_logging()  # fairseq's log format, without hydra's DEBUG lines
     for option, value in (("--port", args.port), ("--max-batch-tokens", args.max_batch_tokens),
                           ("--max-batch-sentences", args.max_batch_sentences), ("--max-body-bytes", args.max_body_bytes),
                           ("--max-request-sentences", args.max_request_sentences), ("--max-beam", args.max_beam),

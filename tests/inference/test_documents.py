@@ -39,6 +39,7 @@ class WordCountingTranslator:
     word upper-cased. Its tokens are whitespace words."""
 
     source_limit = 12
+    sentence_cut = 12  # what Translator.sentence_cut would be with training sentences this long
     languages = ("es", "en")
 
     class defaults:
