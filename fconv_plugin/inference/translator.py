@@ -195,7 +195,7 @@ def trained_source_lengths(task) -> Optional["numpy.ndarray"]:
     return numpy.concatenate(lengths) if lengths else None
 
 
-def sentence_cut(lengths: Optional["numpy.ndarray"], max_len_b: int, source_limit: int) -> int:
+def trained_sentence_cut(lengths: Optional["numpy.ndarray"], max_len_b: int, source_limit: int) -> int:
     """The longest piece (source tokens with </s>) a document's sentence is cut into: as long
     as ``TRAINED_LENGTH_PERCENTILE`` percent of the training sources, where the data-bin has
     them (on the quickstart's model, 162-word sentences looped at the old 200 tokens and
@@ -228,6 +228,22 @@ def interactive_config(args):
     args.source_lang, args.target_lang = pair["source_lang"], pair["target_lang"]
     with without_host_notices():
         return convert_namespace_to_omegaconf(args)
+
+
+def wanted_rows(batches, still_wanted: Callable[[int], bool], pad: int):
+    """Each (ids, src_tokens, src_lengths) batch with only its sentences ``still_wanted``,
+    asked as the batch is reached, without the padding columns only the others needed (a
+    batch of those sentences alone); a batch with none left is skipped."""
+    for ids, src_tokens, src_lengths in batches:
+        keep = [row for row, index in enumerate(ids) if still_wanted(index)]
+        if not keep:
+            continue
+        if len(keep) < len(ids):
+            rows = torch.tensor(keep)
+            src_tokens, src_lengths = src_tokens[rows], src_lengths[rows]
+            src_tokens = src_tokens[:, src_tokens.ne(pad).any(dim=0)]
+            ids = [ids[row] for row in keep]
+        yield ids, src_tokens, src_lengths
 
 
 def inference_device(cfg) -> torch.device:
@@ -277,11 +293,13 @@ class Translator:
     and ``fconv-serve`` read from their command lines); ``Translator.from_pretrained``
     builds them from a checkpoint path and keyword options, as fairseq's hub does.
     ``search``: "vectorised" (``BeamSearch`` where it applies) or "fairseq" (fairseq's
-    SequenceGenerator always: the reference it is measured against)."""
+    SequenceGenerator always: the reference it is measured against). ``sentence_cut``: the
+    longest piece (source tokens) documents cut a sentence into; default from the training
+    lengths (``trained_sentence_cut``), never past what the model reads."""
 
     SEARCHES = ("vectorised", "fairseq")
 
-    def __init__(self, cfg, name: str = "default", search: str = "vectorised"):
+    def __init__(self, cfg, name: str = "default", search: str = "vectorised", sentence_cut: Optional[int] = None):
         if search not in self.SEARCHES:
             raise FConvError(f"search {search!r}: give one of {', '.join(self.SEARCHES)}")
         self.name = name
@@ -312,8 +330,11 @@ class Translator:
             self.task.max_positions(), *[model.max_positions() for model in self.models]
         )
         self.defaults = GenerationOptions.from_cfg(cfg.generation)
-        trained = trained_source_lengths(self.task)
-        self.sentence_cut = sentence_cut(trained, self.defaults.max_len_b, self.source_limit)
+        if sentence_cut is not None and sentence_cut < 2:
+            raise FConvError(f"the sentence cut must be at least 2 tokens, got {sentence_cut}")
+        self.sentence_cut = (min(sentence_cut, self.source_limit) if sentence_cut is not None else
+                             trained_sentence_cut(trained_source_lengths(self.task), self.defaults.max_len_b,
+                                                  self.source_limit))
         self.max_tokens = cfg.dataset.max_tokens
         self.max_sentences = cfg.dataset.batch_size
         self._default_batches = self.max_tokens is None and self.max_sentences is None
@@ -414,6 +435,7 @@ class Translator:
         max_sentences: Optional[int] = None,
         progress: Optional[Callable[[int], None]] = None,
         workers: int = 1,
+        still_wanted: Optional[Callable[[int], bool]] = None,
         **generation,
     ) -> List[Translation]:
         """Translate each sentence; results in the order given.
@@ -430,6 +452,9 @@ class Translator:
         after each batch with the number of sentences it translated. ``workers``: batches
         decoded side by side in that many processes of one CPU thread each (``workers.py``;
         Marian's ``--cpu-threads``), with the same translations as in one process.
+        ``still_wanted(i)``: asked for each sentence (its index here) just before its batch
+        is translated; one it answers False for leaves the batch and gets None (a server's
+        request whose client gave up; ``wanted_rows``).
         """
         options = replace(self.defaults, **generation)
         options.check()
@@ -442,7 +467,7 @@ class Translator:
                     [sentences[i] for i in words], alignment=alignment, attention=attention, replace_unk=replace_unk,
                     encoded=None if encoded is None else [encoded[i] for i in words], decode=decode,
                     max_tokens=max_tokens, max_sentences=max_sentences, progress=progress, workers=workers,
-                    **generation)
+                    still_wanted=None if still_wanted is None else (lambda i: still_wanted(words[i])), **generation)
                 for i, translation in zip(words, translated):
                     results[i] = translation
             if progress is not None:
@@ -454,8 +479,11 @@ class Translator:
             raise FConvError(f"{len(sentences)} sentences but {len(encoded)} encoded ones; give one per sentence")
         self._check_lengths(encoded)
         call = BatchCall(options, unk_dictionary, alignment, attention, decode)
+        batches = self._batches(encoded, max_tokens, max_sentences, workers)
+        if still_wanted is not None:
+            batches = wanted_rows(batches, still_wanted, self.task.source_dictionary.pad())
         jobs = ((call, ids, src_tokens, src_lengths, [sentences[i] for i in ids], [encoded[i] for i in ids])
-                for ids, src_tokens, src_lengths in self._batches(encoded, max_tokens, max_sentences, workers))
+                for ids, src_tokens, src_lengths in batches)
         done = ((job, self.translate_batch(*job)) for job in jobs) if workers == 1 else self._workers(workers).map(jobs)
         results: List[Optional[Translation]] = [None] * len(sentences)
         for job, translations in done:

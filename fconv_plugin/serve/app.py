@@ -24,7 +24,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from ..inference import Translation, Translator
 from .access import ApiKeys, RateLimited
-from .batching import DeadlinePassed, DynamicBatcher, QueueFull, ShuttingDown
+from .batching import DeadlinePassed, DynamicBatcher, Job, QueueFull, ShuttingDown
 from .libretranslate import is_libretranslate_request, language_list, libretranslate_answer, parse_libretranslate_request
 from .metrics import ServerMetrics
 from .openapi import openapi_document
@@ -91,6 +91,29 @@ def create_app(translators: Dict[str, Translator], default_model: str, default_b
     async def http_error(request: Request, error: HTTPException):
         return _error(error.status_code, f"{error.detail}: {request.method} {request.url.path}")
 
+    async def translated(job: Job) -> List[Translation]:
+        """The job's translations. Its sentences go to the batcher in parts of at most
+        --max-request-sentences, one after another, as fconv-translate's batches go to the
+        model: a document of any length passes through the same back-pressure. The first
+        part that finds the queue full is refused at once (QueueFull: 429); a later one
+        waits for room. Each part has --timeout to be answered; on the timeout, or the
+        client leaving, wait_for cancels the part, which cancels its job: it leaves the
+        queue, and the round it is in at the round's next generation batch (batching.py),
+        and no late DeadlinePassed is left unread."""
+        translations: List[Translation] = []
+        for number, part in enumerate(job.parts(limits.max_sentences)):
+            part.deadline = time.monotonic() + limits.timeout
+            while True:
+                try:
+                    future = asyncio.wrap_future(batcher.submit(part))
+                    break
+                except QueueFull as full:
+                    if number == 0 or time.monotonic() + 0.1 > part.deadline:
+                        raise
+                    await asyncio.sleep(min(full.retry_after, 0.5, part.deadline - time.monotonic()))
+            translations += await asyncio.wait_for(future, limits.timeout)
+        return translations
+
     @app.post("/translate")
     async def translate(request: Request):
         try:
@@ -110,17 +133,13 @@ def create_app(translators: Dict[str, Translator], default_model: str, default_b
             return _error(429, str(limited), headers={"Retry-After": str(limited.retry_after)})
         except BadRequest as bad:
             return _error(bad.status, str(bad))
-        job.deadline = time.monotonic() + limits.timeout
         try:
-            future = asyncio.wrap_future(batcher.submit(job))
+            translations = await translated(job)
         except QueueFull as full:  # at once, not after the timeout
             return _error(429, str(full), headers={"Retry-After": str(full.retry_after)})
         except ShuttingDown as stopping:
             return _error(503, str(stopping))
-        try:
-            translations: List[Translation] = await asyncio.wait_for(asyncio.shield(future), limits.timeout)
         except (asyncio.TimeoutError, DeadlinePassed):
-            job.result.cancel()  # dropped before its next chunk; a chunk generating now is discarded
             return _error(503, f"the translation took longer than {limits.timeout:g} s (--timeout); the server is busy, try again")
         except Exception as error:  # the model failed on this input: say so in one line
             logger.exception("fconv-serve: generation failed")

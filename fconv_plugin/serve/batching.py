@@ -13,8 +13,11 @@ bounded by one generation call, not by the large request.
 Back-pressure: at most ``max_queued_sentences`` sentences wait or run; a request that
 would go past that is refused on ``submit`` (``QueueFull``, with a wait to suggest),
 never queued to time out. A job whose deadline has passed, or whose client gave up,
-is dropped before its next chunk starts; a chunk already generating finishes (torch
-cannot be interrupted) and its result is discarded.
+expires: it leaves the queue before its next chunk, and the round it is in at the
+round's next generation batch (``Translator.translate``'s ``still_wanted``; a batch
+already generating finishes, as torch cannot be interrupted). Either way its place in
+the queue is freed at once, it is counted once in ``stats.expired``, and its waiter is
+told once (cancelled, or ``DeadlinePassed`` once a chunk of it ran).
 """
 
 import math
@@ -60,10 +63,19 @@ class Job:
     translations: List[Optional[Translation]] = field(default_factory=list)
     unfinished: int = 0  # chunks taken or waiting whose translations have not come back
     last_round: int = -1  # the batcher's round that last took a chunk of it
+    expired: bool = False  # counted in stats.expired, its place in the queue freed
 
     @property
     def options(self) -> tuple:
         return (self.model, self.beam, self.alignment, self.attention)
+
+    def parts(self, size: int) -> List["Job"]:
+        """The job as consecutive jobs of at most ``size`` sentences each, with its options
+        (a long document queued a part at a time); the job itself where it fits."""
+        if len(self.lines) <= size:
+            return [self]
+        return [Job(self.model, self.lines[start: start + size], self.encoded[start: start + size], self.beam,
+                    self.alignment, self.attention) for start in range(0, len(self.lines), size)]
 
     def abandoned(self, now: float) -> bool:
         return self.result.cancelled() or self.result.done() or now > self.deadline
@@ -200,7 +212,7 @@ class DynamicBatcher:
         their deadline, or whose client gave up, are dropped here."""
         for job in list(self._jobs):
             if job.abandoned(now):
-                self._drop(job)
+                self._expire(job)
         taken, tokens, sentences = [], 0, 0
         self._rounds += 1
         # round robin: jobs served longest ago first (new ones before all), then by arrival
@@ -215,7 +227,7 @@ class DynamicBatcher:
                 if taken and (tokens + count > self.max_tokens or sentences + end - start > self.max_sentences):
                     continue
                 if not job.result.running() and not job.result.set_running_or_notify_cancel():
-                    self._drop(job)  # its client gave up a moment ago
+                    self._expire(job)  # its client gave up a moment ago
                     continue
                 job.chunks.popleft()
                 job.last_round = self._rounds
@@ -224,12 +236,17 @@ class DynamicBatcher:
         self._jobs = [job for job in self._jobs if job.chunks]
         return taken
 
-    def _drop(self, job: Job) -> None:
-        """Under the lock: forget ``job``'s remaining chunks and free its place in the queue."""
-        self._jobs.remove(job)
+    def _expire(self, job: Job) -> None:
+        """Under the lock: ``job`` is no longer waited for: its remaining chunks forgotten,
+        its place in the queue freed and its waiter told, once."""
+        if job in self._jobs:
+            self._jobs.remove(job)
+        job.chunks.clear()
+        if job.expired or (job.result.done() and not job.result.cancelled()):
+            return  # counted already, or answered
+        job.expired = True
         self.stats.queued_sentences -= len(job.lines)
         self.stats.expired += 1
-        job.chunks.clear()
         if job.result.running():  # a chunk ran already; the client is answered by its deadline
             job.result.set_exception(DeadlinePassed("the deadline passed during the translation"))
         elif not job.result.done():
@@ -242,27 +259,34 @@ class DynamicBatcher:
         for (model, beam, alignment, attention), group in groups.items():
             lines = [line for job, start, end, _ in group for line in job.lines[start:end]]
             encoded = [text for job, start, end, _ in group for text in job.encoded[start:end]]
+            owners = [job for job, start, end, _ in group for _ in range(start, end)]
             began = time.monotonic()
             try:
-                translations = self.translators[model].translate(lines, encoded=encoded, beam=beam, alignment=alignment,
-                                                                 attention=attention)
+                translations = self.translators[model].translate(
+                    lines, encoded=encoded, beam=beam, alignment=alignment, attention=attention,
+                    still_wanted=lambda i: not owners[i].abandoned(time.monotonic()))
             except Exception as error:  # every waiting client hears of it; the worker goes on
                 with self._condition:
                     for job, _, _, _ in group:
                         self._fail(job, error)
                 continue
             seconds = time.monotonic() - began
+            translated = [i for i, translation in enumerate(translations) if translation is not None]
             with self._condition:
-                self._count_call(len(lines), seconds)
+                self._count_call(len(translated), seconds)
                 offset = 0
                 for job, start, end, _ in group:
                     job.translations[start:end] = translations[offset: offset + end - start]
+                    if any(t is None for t in translations[offset: offset + end - start]):
+                        self._expire(job)  # it left the round
                     offset += end - start
                     self._chunk_done(job)
             for observer in self.observers:
-                observer(len(lines), sum(tokens for _, _, _, tokens in group), seconds)
+                observer(len(translated), sum(source_token_count(encoded[i]) for i in translated), seconds)
 
     def _count_call(self, sentences: int, seconds: float) -> None:
+        if not sentences:
+            return  # every job of the call expired before its first batch
         self.stats.calls += 1
         self.stats.sentences += sentences
         self.stats.largest_call = max(self.stats.largest_call, sentences)
@@ -273,11 +297,10 @@ class DynamicBatcher:
         job.unfinished -= 1
         if job.unfinished > 0 or job.result.done():
             return
-        self.stats.queued_sentences -= len(job.lines)
         if time.monotonic() > job.deadline:  # nobody waits for it any more: discarded
-            self.stats.expired += 1
-            job.result.set_exception(DeadlinePassed("the deadline passed during the translation"))
+            self._expire(job)
             return
+        self.stats.queued_sentences -= len(job.lines)
         self.stats.requests += 1
         job.result.set_result(job.translations)
 

@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..inference import Translation, Translator
 from .batching import Job
-from .requests import BadRequest, Item, Limits, item_translations, job_of, text_item
+from .requests import BadRequest, Item, Limits, check_size, item_translations, job_of, text_item
 
 # names LibreTranslate's clients show; a code without one is shown as the code
 LANGUAGE_NAMES = {
@@ -131,6 +131,7 @@ def parse_libretranslate_request(fields: dict, translators: Dict[str, Translator
         raise BadRequest(400, "Invalid request: q must be a text or a list of texts")
     if not all(text.strip() for text in texts):
         raise BadRequest(400, "Invalid request: q holds an empty text")
+    check_size(texts, limits)
     model = _model_for(translators, fields["source"], fields["target"])
     translator = translators[model]
     pieces = [html_pieces(text) for text in texts] if text_format == "html" else None

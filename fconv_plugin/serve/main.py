@@ -12,6 +12,9 @@ from pathlib import Path
 from .. import compat, with_plugin_user_dir
 from ..errors import FConvError
 
+GENERATION_BATCH = 32  # sentences in one batch of a round, unless --batch-size or --max-tokens says
+
+
 def build_parser():
     from fairseq import options
 
@@ -27,13 +30,19 @@ def build_parser():
     group.add_argument("--max-batch-tokens", type=int, default=6000, help="source tokens in one generation call")
     group.add_argument("--max-batch-sentences", type=int, default=128, help="sentences in one generation call")
     group.add_argument("--max-body-bytes", type=int, default=65536, help="largest request body accepted")
-    group.add_argument("--max-request-sentences", type=int, default=64, help="most sentences in one request")
+    group.add_argument("--max-request-sentences", type=int, default=64,
+                       help="most texts in one request; a document's sentences are queued in parts of this many")
+    group.add_argument("--max-request-characters", type=int, default=50000,
+                       help="most characters in one request's texts (a 20,000-character document fits)")
     group.add_argument("--max-beam", type=int, default=20, help="largest beam a request may ask for")
     group.add_argument("--timeout", type=float, default=30.0, help="seconds a request may wait; then 503")
     group.add_argument("--api-keys", default=None, metavar="FILE",
                        help="require an API key from FILE (one a line, optionally its requests per minute)")
     group.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                        help="a site whose pages may call the API from a browser (https://example.org); may be repeated")
+    group.add_argument("--max-sentence-tokens", type=int, default=None,
+                       help="split longer sentences at safe points (default: as long as 90%% of the training sentences, "
+                            "read from DATA's train split; without one, --max-len-b; at most what the model reads)")
     group.add_argument("--max-queue-sentences", type=int, default=256,
                        help="sentences waiting or being translated at most; a request beyond gets 429 at once")
     return compat.console.short_help(
@@ -71,9 +80,12 @@ def main(argv=None) -> None:
     for option, value in (("--port", args.port), ("--max-batch-tokens", args.max_batch_tokens),
                           ("--max-batch-sentences", args.max_batch_sentences), ("--max-body-bytes", args.max_body_bytes),
                           ("--max-request-sentences", args.max_request_sentences), ("--max-beam", args.max_beam),
-                          ("--max-queue-sentences", args.max_queue_sentences)):
+                          ("--max-queue-sentences", args.max_queue_sentences),
+                          ("--max-request-characters", args.max_request_characters)):
         if value < 1:
             raise FConvError(f"{option} must be at least 1, got {value}")
+    if args.max_sentence_tokens is not None and args.max_sentence_tokens < 2:
+        raise FConvError(f"--max-sentence-tokens must be at least 2, got {args.max_sentence_tokens}")
     if args.max_queue_sentences < args.max_request_sentences:
         raise FConvError(f"--max-queue-sentences {args.max_queue_sentences} is below --max-request-sentences "
                          f"{args.max_request_sentences}: the largest request could never be queued; raise it")
@@ -89,7 +101,10 @@ def main(argv=None) -> None:
 
     cfg = interactive_config(args)
     if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:
-        cfg.dataset.batch_size = args.max_batch_sentences  # one generation call a round
+        # a round's sentences in batches of 32, sorted by length as fairseq batches them: a
+        # request that expires leaves the round at the next batch (batching.py); on CPUs
+        # smaller batches lose little, as they pad less
+        cfg.dataset.batch_size = min(GENERATION_BATCH, args.max_batch_sentences)
 
     from ..inference import Translator
     from .app import create_app
@@ -101,11 +116,12 @@ def main(argv=None) -> None:
         for name, path in checkpoints.items():
             model_cfg = copy.deepcopy(cfg)
             model_cfg.common_eval.path = path
-            translators[name] = Translator(model_cfg, name)
+            translators[name] = Translator(model_cfg, name, sentence_cut=args.max_sentence_tokens)
             logging.getLogger("fconv_plugin.serve").info("fconv-serve: model %r: %s", name, translators[name].describe())
         return translators
 
-    limits = Limits(args.max_body_bytes, args.max_request_sentences, args.max_beam, args.timeout)
+    limits = Limits(args.max_body_bytes, args.max_request_sentences, args.max_beam, args.timeout,
+                    args.max_request_characters)
     # the models are loaded in the generation thread, which runs them (see DynamicBatcher)
     batcher = DynamicBatcher(load_models, args.batch_window_ms / 1000.0, args.max_batch_tokens, args.max_batch_sentences,
                              args.max_queue_sentences)

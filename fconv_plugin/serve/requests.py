@@ -17,9 +17,10 @@ from .batching import Job
 @dataclass
 class Limits:
     max_body_bytes: int = 65536
-    max_sentences: int = 64  # per request
+    max_sentences: int = 64  # texts in one request; a document's sentences are queued in parts of this many
     max_beam: int = 20
-    timeout: float = 30.0  # seconds a request may wait for its translation
+    timeout: float = 30.0  # seconds a part of a request may wait for its translation
+    max_characters: int = 50000  # in all the texts of one request
 
 
 class BadRequest(Exception):
@@ -67,8 +68,7 @@ def parse_translate_request(request: dict, translators: Dict[str, Translator], d
         raise BadRequest(422, '"text" must be a string or a list of strings')
     if not lines:
         raise BadRequest(422, '"text" is an empty list; give at least one sentence')
-    if len(lines) > limits.max_sentences:
-        raise BadRequest(413, f"{len(lines)} sentences in one request; the limit is {limits.max_sentences} (--max-request-sentences)")
+    check_size(lines, limits)
     model = request.get("model", default_model)
     if not isinstance(model, str):
         raise BadRequest(422, f'"model" must be a model\'s name, got {json.dumps(model)}')
@@ -93,11 +93,21 @@ def parse_translate_request(request: dict, translators: Dict[str, Translator], d
     return job_of(model, items, beam, limits, **flags)
 
 
+def check_size(texts: List[str], limits: Limits) -> None:
+    """413 for more texts than --max-request-sentences or more characters than
+    --max-request-characters; a document's sentences are not capped (they are queued in parts)."""
+    if len(texts) > limits.max_sentences:
+        raise BadRequest(413, f"{len(texts)} sentences in one request; the limit is {limits.max_sentences} (--max-request-sentences); "
+                              "send a document as one text")
+    characters = sum(len(text) for text in texts)
+    if characters > limits.max_characters:
+        raise BadRequest(413, f"{characters} characters in one request; the limit is {limits.max_characters} "
+                              "(--max-request-characters); send the text in parts")
+
+
 def job_of(model: str, items: List["Item"], beam: int, limits: Limits, **flags) -> Job:
-    """The job that translates every piece of ``items``; 413 past --max-request-sentences."""
+    """The job that translates every piece of ``items``."""
     pieces = [piece for item in items for piece in item.pieces]
-    if len(pieces) > limits.max_sentences:
-        raise BadRequest(413, f"{len(pieces)} sentences in one request; the limit is {limits.max_sentences} (--max-request-sentences)")
     encoded = [text for item in items for text in item.encoded]
     return Job(model, pieces, encoded, beam, items=items, **flags)
 

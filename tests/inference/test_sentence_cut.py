@@ -8,7 +8,7 @@ from fairseq.data import indexed_dataset
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fconv_plugin.inference.documents import split_document
-from fconv_plugin.inference.translator import sentence_cut, trained_source_lengths
+from fconv_plugin.inference.translator import trained_sentence_cut, trained_source_lengths
 from tests.support import make_dictionary
 
 
@@ -39,15 +39,15 @@ def test_dictionaries_alone_give_no_lengths(tmp_path):
 
 def test_the_cut_is_the_90th_percentile_bounded_by_the_length_bound_and_the_model():
     lengths = list(range(1, 101))  # 90% of these are at most 90 long
-    assert sentence_cut(lengths, max_len_b=200, source_limit=1024) == 90
+    assert trained_sentence_cut(lengths, max_len_b=200, source_limit=1024) == 90
     rng = random.Random(3)
     shuffled = rng.sample(range(1000), 1000)
     ranked = sorted(shuffled)
-    assert sentence_cut(shuffled, 2000, 5000) == ranked[899]  # the 900th of 1000
-    assert sentence_cut(lengths, max_len_b=50, source_limit=1024) == 50  # no translation cut off
-    assert sentence_cut(lengths, max_len_b=4, source_limit=1024) == 16
-    assert sentence_cut(lengths, max_len_b=200, source_limit=30) == 30  # what the model reads
-    assert sentence_cut(None, max_len_b=200, source_limit=1024) == 200  # no train split: the length bound
+    assert trained_sentence_cut(shuffled, 2000, 5000) == ranked[899]  # the 900th of 1000
+    assert trained_sentence_cut(lengths, max_len_b=50, source_limit=1024) == 50  # no translation cut off
+    assert trained_sentence_cut(lengths, max_len_b=4, source_limit=1024) == 16
+    assert trained_sentence_cut(lengths, max_len_b=200, source_limit=30) == 30  # what the model reads
+    assert trained_sentence_cut(None, max_len_b=200, source_limit=1024) == 200  # no train split: the length bound
 
 
 class WordTranslator:

@@ -208,3 +208,24 @@ def test_lines_with_nothing_to_translate_pass_through_in_calls_and_documents(tra
     assert translator.translate(["🙏", "!!"])[1].text == "!!"  # no word anywhere: no generation at all
     document = translator.translate_document("s1 s2 s3\n🙏\n\n3:16")
     assert document.text.split("\n")[1:] == ["🙏", "", "3:16"]
+
+
+def test_sentences_no_longer_wanted_leave_at_their_batch_and_the_rest_are_as_if_alone(translator):
+    """``still_wanted`` is asked as each batch is reached: a sentence it drops gets None, a
+    batch left empty is skipped, and each kept sentence's translation and score are those
+    it has translated alone (its batch's padding trimmed to what the kept rows need)."""
+    lines = _sentences(12, seed=21)
+    asked = []
+
+    def still_wanted(index):
+        asked.append(index)
+        return index % 3 != 0 and not 8 <= index < 12  # every third out, and 8 to 11
+
+    results = translator.translate(lines, max_sentences=4, still_wanted=still_wanted)
+    assert sorted(asked) == list(range(12))
+    for index, result in enumerate(results):
+        if index % 3 == 0 or index >= 8:
+            assert result is None
+        else:
+            alone = translator.translate([lines[index]])[0].best
+            assert result.best.text == alone.text and abs(result.best.score - alone.score) < 1e-4

@@ -96,8 +96,9 @@ def served_models(trained_model, int8_checkpoint, tmp_path_factory):  # noqa: F8
     """Two models behind one server: the float32 checkpoint ("default") and its int8 form ("int8")."""
     data_bin, save_dir, _ = trained_model
     int8 = int8_checkpoint
+    # --max-sentence-tokens: a long sentence stays one piece (the page's heat maps are capped)
     server = Server(data_bin, save_dir / "checkpoint_best.pt", "--model", f"int8={int8}", "--beam", "5",
-                    log_path=tmp_path_factory.mktemp("serve_models") / "serve.log")
+                    "--max-sentence-tokens", "200", log_path=tmp_path_factory.mktemp("serve_models") / "serve.log")
     yield server, data_bin, {"default": save_dir / "checkpoint_best.pt", "int8": int8}
     server.stop()
 

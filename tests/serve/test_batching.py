@@ -116,3 +116,38 @@ def test_a_job_past_its_deadline_is_dropped_before_generation_and_one_that_expir
     translated = [line for call in translator.calls for line in call]
     assert "never translated" not in translated and "first c" not in translated  # its second chunk never ran
     assert (batcher.stats.expired, batcher.stats.requests, batcher.stats.queued_sentences) == (2, 1, 0)
+
+
+class BatchedTranslator(HeldTranslator):
+    """Translates in batches of two, asking ``still_wanted`` before each, as the inference
+    core does; the first batch waits for ``release``."""
+
+    def translate(self, lines, encoded=None, still_wanted=None, **options):
+        self.calls.append(list(lines))
+        results = [None] * len(lines)
+        for start in range(0, len(lines), 2):
+            if start == 2:
+                self.started.set()
+                self.release.wait(10)
+            for i in range(start, min(start + 2, len(lines))):
+                if still_wanted is None or still_wanted(i):
+                    results[i] = Translation(lines[i], [Hypothesis(lines[i].upper(), [], 0.0, [])])
+        return results
+
+
+def test_a_job_that_expires_during_a_call_leaves_it_at_the_next_batch_counted_once():
+    translator = BatchedTranslator()
+    translator.release.clear()
+    batcher = _batcher(translator, max_sentences=8, window=0.2)
+    late = batcher.submit(_job(["late a", "late b", "late c", "late d"], deadline=time.monotonic() + 0.3))
+    on_time = batcher.submit(_job(["on time a", "on time b"]))
+    assert translator.started.wait(5)  # the call's first batch (late a, late b) is done
+    time.sleep(0.4)  # 'late' passes its deadline while the call goes on
+    translator.release.set()
+    assert _texts(on_time) == ["ON TIME A", "ON TIME B"]
+    with pytest.raises(DeadlinePassed):
+        late.result(timeout=10)
+    batcher.stop()
+    assert translator.calls == [["late a", "late b", "late c", "late d", "on time a", "on time b"]]
+    stats = batcher.stats
+    assert (stats.expired, stats.requests, stats.queued_sentences, stats.calls, stats.sentences) == (1, 1, 0, 1, 4)

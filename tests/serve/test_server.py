@@ -290,3 +290,72 @@ def test_bad_options_stop_with_one_line(trained_model, tmp_path):
     assert groups[:2] == ["fconv-serve:", "options:"]
     assert all(group.startswith("fairseq: ") for group in groups[2:]) and len(groups) > 3
     assert help_text.index("--max-queue-sentences") < help_text.index("--max-tokens")
+
+
+def test_under_overload_expired_requests_are_counted_as_dropped_and_nothing_is_logged_as_an_error(trained_model,
+                                                                                                  tmp_path):
+    """Issue 55: 28 of 40 clients got 503 and the log showed 16 'Future exception was never
+    retrieved ... DeadlinePassed' while expired calls went on being translated."""
+    data_bin, save_dir, _ = trained_model
+    server = Server(data_bin, save_dir / "checkpoint_best.pt", "--timeout", "0.4", "--max-queue-sentences", "4096",
+                    "--max-batch-sentences", "256", "--beam", "12", log_path=tmp_path / "serve.log")
+    rng = random.Random(5)
+    statuses = []
+    try:
+        def client():
+            text = [" ".join(f"s{rng.randrange(30)}" for _ in range(12)) for _ in range(64)]
+            statuses.append(server.translate(text=text)[0])
+
+        threads = [threading.Thread(target=client) for _ in range(40)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        time.sleep(1.0)  # the last round ends; what expired in it is counted
+        status, health = server.get("/health")
+        metrics = urllib.request.urlopen(server.url + "/metrics", timeout=10).read().decode()
+    finally:
+        server.stop()
+    assert set(statuses) <= {200, 503} and len(statuses) == 40
+    dropped = statuses.count(503)
+    assert dropped > 0, "no request expired: the test did not overload the server"
+    assert health["batching"]["expired"] == dropped and health["batching"]["requests"] == statuses.count(200)
+    assert health["batching"]["queued_sentences"] == 0
+    assert re.search(rf"^fconv_serve_expired_total {dropped}\.0$", metrics, re.M)
+    # what expired left its round: fewer sentences translated than were sent
+    assert health["batching"]["sentences"] < 64 * 40
+    log = (tmp_path / "serve.log").read_text()
+    assert not [line for line in log.splitlines() if "ERROR" in line or "Traceback" in line], log[-3000:]
+
+
+def test_a_20000_character_document_goes_through_the_api_in_parts(served):
+    """Issue 55: a realistic document got 413 '160 sentences in one request; the limit is 64'.
+    Its sentences are queued in parts of --max-request-sentences; each is translated as
+    fairseq-interactive translates it alone, and its lines and paragraphs are kept."""
+    server, data_bin, checkpoint = served
+    rng = random.Random(55)
+    paragraphs, characters = [], 0
+    while characters < 20000:
+        paragraph = " ".join(" ".join(f"s{rng.randrange(30)}" for _ in range(rng.randint(3, 9))) + "."
+                             for _ in range(rng.randint(2, 6)))
+        paragraphs.append(paragraph)
+        characters += len(paragraph) + 2
+    document = "\n\n".join(paragraphs)
+    sentences = [sentence for paragraph in paragraphs for sentence in paragraph.split(". ")]
+    assert len(document) >= 20000 and len(sentences) > 64 * 10
+    before = server.get("/health")[1]["batching"]
+    status, answer = server.translate(text=document, document=True)
+    assert status == 200, answer
+    translated = answer["translations"][0]
+    assert len(translated["sentences"]) == len(sentences)
+    assert translated["text"].count("\n\n") == len(paragraphs) - 1
+    after = server.get("/health")[1]["batching"]
+    assert after["calls"] - before["calls"] >= len(sentences) // 64 and after["largest_call"] <= 128
+    sample = sorted(rng.sample(range(len(sentences)), 12))
+    expected = interactive_answers(data_bin, checkpoint, [sentences[i].rstrip(".") + "." for i in sample])
+    assert [translated["sentences"][i]["text"] for i in sample] == [e["text"] for e in expected]
+    # LibreTranslate's clients send a document as q
+    status, libre = server.translate(q=document, source="auto", target="tgt")
+    assert status == 200 and libre["translatedText"] == translated["text"]
+    status, error = server.translate(text=document * 3, document=True)
+    assert status == 413 and error["error"].startswith(f"{len(document) * 3} characters in one request; the limit is 50000")
