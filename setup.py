@@ -152,8 +152,9 @@ setup(
         "tqdm",  # fconv-translate's progress
     ],
     extras_require={
-        "test": ["pytest", "hypothesis", "selenium"],
-        "serve": ["fastapi", "uvicorn", "prometheus-client"],  # fconv-serve
+        "test": ["pytest", "hypothesis", "selenium", "libretranslatepy", "deep-translator", "libretranslate-aio", "schemathesis"],
+        # fconv-serve: py3langid for /detect, python-docx for /translate_file, python-multipart for forms
+        "serve": ["fastapi", "uvicorn", "prometheus-client", "python-multipart", "py3langid", "python-docx"],
         # fconv-export (onnx, onnxscript: torch's exporter) and fconv-onnx-translate (onnxruntime)
         "onnx": ["onnx", "onnxscript", "onnxruntime"],
         # benchmarks/vs_ctranslate2.py: the engine a CPU user would pick instead (setup_env.sh installs it:

@@ -84,7 +84,8 @@ install_beside_fairseq() {
 }
 install_beside_fairseq --quiet "${pinned[@]}" hydra-core omegaconf bitarray cffi regex tqdm packaging \
     scikit-learn sacrebleu sacremoses subword-nmt matplotlib rouge-score sentencex pytest hypothesis \
-    fastapi uvicorn prometheus-client libretranslatepy schemathesis selenium onnx onnxscript onnxruntime \
+    fastapi uvicorn python-multipart prometheus-client libretranslatepy deep-translator libretranslate-aio py3langid \
+    python-docx schemathesis selenium onnx onnxscript onnxruntime \
     ctranslate2
 "${pip[@]}" install --quiet --no-deps --no-build-isolation -e "$repo_root"
 "$venv/bin/python" -c "import fairseq, torch, fconv_plugin; print('fconv_plugin ready: torch', torch.__version__, 'fairseq', fairseq.__version__)"

@@ -56,6 +56,7 @@ class Job:
     beam: int
     alignment: bool = False
     attention: bool = False
+    nbest: int = 1  # hypotheses per sentence (LibreTranslate's alternatives), at most ``beam``
     items: list = field(default_factory=list)  # the request's texts (app.Item): how ``lines`` make its answers
     deadline: float = math.inf  # time.monotonic() after which nobody waits for the answer
     result: Future = field(default_factory=Future)
@@ -67,7 +68,7 @@ class Job:
 
     @property
     def options(self) -> tuple:
-        return (self.model, self.beam, self.alignment, self.attention)
+        return (self.model, self.beam, self.alignment, self.attention, self.nbest)
 
     def parts(self, size: int) -> List["Job"]:
         """The job as consecutive jobs of at most ``size`` sentences each, with its options
@@ -75,7 +76,7 @@ class Job:
         if len(self.lines) <= size:
             return [self]
         return [Job(self.model, self.lines[start: start + size], self.encoded[start: start + size], self.beam,
-                    self.alignment, self.attention) for start in range(0, len(self.lines), size)]
+                    self.alignment, self.attention, self.nbest) for start in range(0, len(self.lines), size)]
 
     def abandoned(self, now: float) -> bool:
         return self.result.cancelled() or self.result.done() or now > self.deadline
@@ -256,14 +257,14 @@ class DynamicBatcher:
         groups: Dict[tuple, List[Tuple[Job, int, int, int]]] = {}
         for chunk in taken:
             groups.setdefault(chunk[0].options, []).append(chunk)
-        for (model, beam, alignment, attention), group in groups.items():
+        for (model, beam, alignment, attention, nbest), group in groups.items():
             lines = [line for job, start, end, _ in group for line in job.lines[start:end]]
             encoded = [text for job, start, end, _ in group for text in job.encoded[start:end]]
             owners = [job for job, start, end, _ in group for _ in range(start, end)]
             began = time.monotonic()
             try:
                 translations = self.translators[model].translate(
-                    lines, encoded=encoded, beam=beam, alignment=alignment, attention=attention,
+                    lines, encoded=encoded, beam=beam, nbest=nbest, alignment=alignment, attention=attention,
                     still_wanted=lambda i: not owners[i].abandoned(time.monotonic()))
             except Exception as error:  # every waiting client hears of it; the worker goes on
                 with self._condition:

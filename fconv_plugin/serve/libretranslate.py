@@ -1,13 +1,20 @@
 """LibreTranslate's API beside the native one, so its clients (the web app, the Python
-client ``libretranslatepy``, editor and browser plug-ins) can use fconv-serve.
+clients libretranslatepy, deep-translator and libretranslate-aio, editor and browser
+plug-ins) can use fconv-serve unchanged.
 
-    POST /translate  q (a string or a list), source, target, format (text | html), api_key
-                     -> {"translatedText": "..."} (a list for a list), and with
-                        source "auto" {"detectedLanguage": {"language", "confidence"}}
-    GET /languages   -> [{"code", "name", "targets": [...]}, ...]
-    errors           -> {"error": "..."} with 400 (bad fields), 403 (API key), 429, 500
+    POST /translate       q (a string or a list), source (a code or auto), target, format
+                          (text | html), alternatives, api_key
+                          -> {"translatedText": "..."} (a list for a list), "alternatives"
+                             when asked for, "detectedLanguage" for source auto
+    POST /detect          q -> [{"language", "confidence" (0-100)}, ...]
+    POST /translate_file  file (.txt, .html, .docx), source, target -> {"translatedFileUrl"}
+    GET /download_file/N  the translated file
+    GET /languages        [{"code", "name", "targets": [...]}, ...]
+    GET /frontend/settings  the limits, keys setting, file formats and languages
+    errors                {"error": "..."} with 400 (bad fields), 403 (API key), 404, 413, 429, 500
 
-A request is LibreTranslate's when it has ``q``, as JSON or as a url-encoded form.
+Fields come as JSON, a url-encoded or multipart form, or the query string
+(``requests.read_request``); a /translate request is LibreTranslate's when it has ``q``.
 Every text goes through the inference core's documents: paragraphs and line breaks
 are kept and each line is split into sentences. With ``format: html`` the markup is
 kept and only the text between tags is translated (not inside script or style).
@@ -19,6 +26,7 @@ from html.parser import HTMLParser
 from typing import Dict, List, Optional, Tuple
 
 from ..inference import Translation, Translator
+from . import language_id
 from .batching import Job
 from .requests import BadRequest, Item, Limits, check_size, item_translations, job_of, text_item
 
@@ -47,13 +55,38 @@ def language_list(translators: Dict[str, Translator]) -> List[dict]:
             for code in sorted(targets)]
 
 
-def _model_for(translators: Dict[str, Translator], source: str, target: str) -> str:
+def _pairs(translators: Dict[str, Translator]) -> str:
+    return ", ".join(f"{s}-{t}" for s, t in (t.languages for t in translators.values()) if s and t) or "no named pair"
+
+
+def model_for(translators: Dict[str, Translator], source: str, target: str) -> str:
     for name, translator in translators.items():
         model_source, model_target = translator.languages
-        if model_target == target and source in (model_source, "auto"):
+        if model_target == target and source == model_source:
             return name
-    pairs = ", ".join(f"{s}-{t}" for s, t in (t.languages for t in translators.values()) if s and t)
-    raise BadRequest(400, f"{source} to {target} is not available; this server translates {pairs or 'no named pair'}")
+    raise BadRequest(400, f"{source} to {target} is not available; this server translates {_pairs(translators)}")
+
+
+def served_sources(translators: Dict[str, Translator]) -> List[str]:
+    return sorted({t.languages[0] for t in translators.values() if t.languages[0]})
+
+
+def detect_answer(fields: dict, translators: Dict[str, Translator]) -> List[dict]:
+    """POST /detect: the served source languages, most likely first (``language_id``)."""
+    q = fields.get("q")
+    if not isinstance(q, str) or not q.strip():
+        raise BadRequest(400, "Invalid request: missing q parameter")
+    return language_id.detections(q, served_sources(translators))
+
+
+def detected_source(texts: List[str], target: str, translators: Dict[str, Translator]) -> Tuple[str, float]:
+    """``source: auto``: the language the texts are most likely in, over every language the
+    identifier knows; LibreTranslate's error where no served model reads it into ``target``."""
+    code, confidence = language_id.most_likely("\n".join(texts))
+    if not any(t.languages == (code, target) for t in translators.values()):
+        raise BadRequest(400, f"{code} is not supported (detected with confidence {confidence:g}); "
+                              f"this server translates {_pairs(translators)}")
+    return code, confidence
 
 
 @dataclass
@@ -62,7 +95,8 @@ class Shape:
 
     as_list: bool
     html_pieces: Optional[List[List[Tuple[bool, str]]]]  # per text: (is text to translate, raw piece)
-    detected: Optional[str]
+    detected: Optional[Tuple[str, float]]  # (language, confidence) for source auto
+    alternatives: int = 0
 
 
 class _MarkupSplitter(HTMLParser):
@@ -111,6 +145,19 @@ def html_pieces(fragment: str) -> List[Tuple[bool, str]]:
     return splitter.pieces
 
 
+def rebuild_html(pieces: List[Tuple[bool, str]], translated) -> str:
+    """The fragment of ``pieces`` with each text piece replaced by the next of ``translated``
+    (escaped again), the text node's own leading and trailing spaces kept."""
+    out = []
+    for translate, raw in pieces:
+        if translate:
+            lead, trail = raw[: len(raw) - len(raw.lstrip())], raw[len(raw.rstrip()):]
+            out.append(lead + html.escape(next(translated), quote=False) + trail)
+        else:
+            out.append(raw)
+    return "".join(out)
+
+
 def parse_libretranslate_request(fields: dict, translators: Dict[str, Translator], limits: Limits) -> Tuple[Job, Shape]:
     unknown = sorted(set(fields) - FIELDS)
     if unknown:
@@ -119,11 +166,15 @@ def parse_libretranslate_request(fields: dict, translators: Dict[str, Translator
     for name in ("source", "target"):
         if not isinstance(fields.get(name), str) or not fields[name]:
             raise BadRequest(400, f"Invalid request: missing {name} parameter")
-    text_format = fields.get("format", "text")
+    text_format = fields.get("format") or "text"
     if text_format not in ("text", "html"):
         raise BadRequest(400, f"Invalid request: format {text_format!r}; give text or html")
-    if str(fields.get("alternatives", 0)) not in ("0", ""):
-        raise BadRequest(400, "Invalid request: alternatives are not offered; leave alternatives at 0")
+    alternatives = str(fields.get("alternatives", 0)).strip() or "0"
+    if not alternatives.isdigit():
+        raise BadRequest(400, f"Invalid request: alternatives {fields['alternatives']!r}; give a whole number")
+    alternatives = int(alternatives)
+    if alternatives and text_format == "html":
+        raise BadRequest(400, "Invalid request: alternatives are given for format text only")
     q = fields["q"]
     as_list = isinstance(q, list)
     texts = q if as_list else [q]
@@ -132,35 +183,68 @@ def parse_libretranslate_request(fields: dict, translators: Dict[str, Translator
     if not all(text.strip() for text in texts):
         raise BadRequest(400, "Invalid request: q holds an empty text")
     check_size(texts, limits)
-    model = _model_for(translators, fields["source"], fields["target"])
+    detected = detected_source(texts, fields["target"], translators) if fields["source"] == "auto" else None
+    model = model_for(translators, detected[0] if detected else fields["source"], fields["target"])
     translator = translators[model]
+    beam = translator.defaults.beam
+    if alternatives > beam - 1:
+        raise BadRequest(400, f"Invalid request: {alternatives} alternatives; this server's beam of {beam} (--beam) "
+                              f"gives at most {beam - 1}")
     pieces = [html_pieces(text) for text in texts] if text_format == "html" else None
     items: List[Item] = []
     for number, text in enumerate(texts, start=1):
         where = f"text {number}" if len(texts) > 1 else "the text"
         parts = [part for translate, part in pieces[number - 1] if translate] if pieces else [text]
         items += [text_item(translator, part.strip(), where, as_document=True) for part in parts]
-    job = job_of(model, items, translator.defaults.beam, limits)
-    detected = translator.languages[0] if fields["source"] == "auto" else None
-    return job, Shape(as_list, pieces, detected)
+    job = job_of(model, items, beam, limits, nbest=alternatives + 1)
+    return job, Shape(as_list, pieces, detected, alternatives)
+
+
+def _alternatives(item, mine: List[Translation], count: int) -> List[str]:
+    """Up to ``count`` further distinct texts of one document: the k-th hypothesis of each
+    of its sentences (its best where a sentence has fewer), k = 2, 3, ..."""
+    best = item.document.assemble(mine).text
+    found: List[str] = []
+    for k in range(1, max((len(t.hypotheses) for t in mine), default=1)):
+        text = item.document.assemble([Translation(t.source, [t.hypotheses[min(k, len(t.hypotheses) - 1)]])
+                                       for t in mine]).text
+        if text != best and text not in found:
+            found.append(text)
+    return found[:count]
 
 
 def libretranslate_answer(shape: Shape, job: Job, translations: List[Translation]) -> dict:
     # one document per text (or per html text piece)
-    texts = [item.document.assemble(mine).text for item, mine in item_translations(job, translations)]
+    documents = list(item_translations(job, translations))
+    texts = [item.document.assemble(mine).text for item, mine in documents]
     if shape.html_pieces is not None:
-        rebuilt, translated = [], iter(texts)
-        for pieces in shape.html_pieces:
-            out = []
-            for translate, raw in pieces:
-                if translate:  # keep the text node's own leading and trailing spaces
-                    lead, trail = raw[: len(raw) - len(raw.lstrip())], raw[len(raw.rstrip()):]
-                    out.append(lead + html.escape(next(translated), quote=False) + trail)
-                else:
-                    out.append(raw)
-            rebuilt.append("".join(out))
-        texts = rebuilt
+        translated = iter(texts)
+        texts = [rebuild_html(pieces, translated) for pieces in shape.html_pieces]
     answer = {"translatedText": texts if shape.as_list else texts[0]}
+    if shape.alternatives:
+        alternatives = [_alternatives(item, mine, shape.alternatives) for item, mine in documents]
+        answer["alternatives"] = alternatives if shape.as_list else alternatives[0]
     if shape.detected is not None:
-        answer["detectedLanguage"] = {"language": shape.detected, "confidence": 100.0}
+        detected = {"language": shape.detected[0], "confidence": shape.detected[1]}
+        answer["detectedLanguage"] = [detected] * len(texts) if shape.as_list else detected
     return answer
+
+
+def frontend_settings(translators: Dict[str, Translator], limits: Limits, keys_required: bool,
+                      file_formats: List[str]) -> dict:
+    """GET /frontend/settings in LibreTranslate's shape, from the server's own limits."""
+    sources = served_sources(translators)
+    first = next((t.languages for t in translators.values() if all(t.languages)), (None, None))
+    source = {"code": "auto", "name": "Auto Detect"} if language_id.known(sources) else \
+        {"code": first[0] or "", "name": LANGUAGE_NAMES.get(first[0], first[0] or "")}
+    return {
+        "charLimit": limits.max_characters,
+        "frontendTimeout": 500,
+        "apiKeys": keys_required,
+        "keyRequired": keys_required,
+        "suggestions": False,
+        "filesTranslation": True,
+        "supportedFilesFormat": file_formats,
+        "language": {"source": source,
+                     "target": {"code": first[1] or "", "name": LANGUAGE_NAMES.get(first[1], first[1] or "")}},
+    }

@@ -40,9 +40,25 @@ LIBRETRANSLATE_REQUEST = {
         "target": {"type": "string"},
         "format": {"type": "string", "enum": ["text", "html"]},
         "api_key": {"type": "string"},
-        "alternatives": {"type": "integer", "minimum": 0, "maximum": 0},
+        "alternatives": {"type": "integer", "minimum": 0},
     },
     "additionalProperties": False,
+}
+
+DETECT_REQUEST = {
+    "type": "object", "required": ["q"], "additionalProperties": False,
+    "properties": {"q": {"type": "string"}, "api_key": {"type": "string"}},
+}
+
+DETECTION = {
+    "type": "object", "required": ["language", "confidence"],
+    "properties": {"language": {"type": "string"}, "confidence": {"type": "number", "minimum": 0, "maximum": 100}},
+}
+
+FILE_REQUEST = {
+    "type": "object", "required": ["file", "source", "target"],
+    "properties": {"file": {"type": "string", "format": "binary"}, "source": {"type": "string"},
+                   "target": {"type": "string"}, "api_key": {"type": "string"}},
 }
 
 HYPOTHESIS = {
@@ -77,7 +93,8 @@ def openapi_document(model_names: List[str]) -> dict:
          "properties": {"translations": {"type": "array", "items": HYPOTHESIS}}},
         {"type": "object", "required": ["translatedText"],
          "properties": {"translatedText": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
-                        "detectedLanguage": {"type": "object"}}},
+                        "alternatives": {"type": "array"},
+                        "detectedLanguage": {"oneOf": [{"type": "object"}, {"type": "array"}]}}},
     ]}
     native = dict(NATIVE_REQUEST, properties=dict(NATIVE_REQUEST["properties"], model={"type": "string", "enum": model_names}))
     return {
@@ -90,10 +107,34 @@ def openapi_document(model_names: List[str]) -> dict:
                 "requestBody": {"required": True, "content": {
                     "application/json": {"schema": {"oneOf": [native, LIBRETRANSLATE_REQUEST]}},
                     "application/x-www-form-urlencoded": {"schema": LIBRETRANSLATE_REQUEST},
+                    "multipart/form-data": {"schema": LIBRETRANSLATE_REQUEST},
                 }},
                 "responses": {"200": _json(translate_answer, "the translations, in input order"),
                               **_errors(400, 403, 404, 413, 415, 422, 429, 503)},
             }},
+            "/detect": {"post": {
+                "summary": "LibreTranslate's: the served source languages, most likely first",
+                "requestBody": {"required": True, "content": {
+                    media: {"schema": DETECT_REQUEST} for media in
+                    ("application/json", "application/x-www-form-urlencoded", "multipart/form-data")}},
+                "responses": {"200": _json({"type": "array", "items": DETECTION}, "detections"),
+                              **_errors(400, 403, 413, 415, 422, 429)},
+            }},
+            "/translate_file": {"post": {
+                "summary": "LibreTranslate's: a .txt, .html or .docx file translated; its address answered",
+                "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": FILE_REQUEST}}},
+                "responses": {"200": _json({"type": "object", "required": ["translatedFileUrl"],
+                                            "properties": {"translatedFileUrl": {"type": "string"}}}, "where to fetch it"),
+                              **_errors(400, 403, 413, 415, 422, 429, 503)},
+            }},
+            "/download_file/{name}": {"get": {
+                "summary": "a translated file, while it is kept",
+                "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "the file", "content": {"application/octet-stream": {}}},
+                              **_errors(404)},
+            }},
+            "/frontend/settings": _get("LibreTranslate's frontend settings: limits, keys, file formats, languages",
+                                       {"type": "object", "required": ["charLimit", "keyRequired", "language"]}),
             "/languages": _get("LibreTranslate's languages, each with its targets",
                                {"type": "array", "items": {"type": "object"}}),
             "/models": _get("the served models", {"type": "object"}),

@@ -8,7 +8,7 @@ JSON. The HTTP side is ``app.py``; LibreTranslate's API is ``libretranslate.py``
 import json
 from dataclasses import dataclass
 from typing import Dict, List, Optional
-from urllib.parse import parse_qs
+from urllib.parse import parse_qsl
 
 from ..inference import SplitDocument, Translation, Translator, split_document
 from .batching import Job
@@ -29,28 +29,41 @@ class BadRequest(Exception):
         self.status = status
 
 
-def read_request(body: bytes, content_type: str) -> dict:
-    """The request's fields: a JSON object, or a url-encoded form (LibreTranslate's
-    clients send one); BadRequest for anything else."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadRequest(400, f"the body is not valid UTF-8 (byte {body[e.start]:#04x} at offset {e.start})") from None
+def read_request(body: bytes, content_type: str, query=(), form=None) -> dict:
+    """The request's fields, in every encoding LibreTranslate reads: a JSON object (its
+    body alone, as LibreTranslate reads a JSON request; a body without a content type is
+    taken for JSON), or fields from the query string and a url-encoded or multipart form
+    (``form``: its (name, value) pairs, parsed by the caller), the query string's first
+    where a field comes twice (LibreTranslate's ``request.values``). Repeated ``q`` is a
+    list. BadRequest for anything else."""
+    if form is None:
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise BadRequest(400, f"the body is not valid UTF-8 (byte {body[e.start]:#04x} at offset {e.start})") from None
     media_type = content_type.split(";")[0].strip().lower()
-    if media_type == "application/x-www-form-urlencoded":
-        fields: Dict[str, object] = {}
-        for name, values in parse_qs(text, keep_blank_values=True).items():
-            fields[name] = values if name == "q" and len(values) > 1 else values[-1]
-        return fields
-    if media_type == "multipart/form-data":
-        raise BadRequest(415, "multipart forms are not read; send the fields url-encoded or as a JSON object")
-    try:
-        request = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise BadRequest(400, f"the body is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    if not isinstance(request, dict):
-        raise BadRequest(422, 'the body must be a JSON object such as {"text": "a sentence"}')
-    return request
+    if form is None and media_type == "application/x-www-form-urlencoded":
+        form = parse_qsl(text, keep_blank_values=True)
+    elif form is None and text.strip():
+        if media_type not in ("", "application/json") and not media_type.endswith("+json"):
+            raise BadRequest(415, f"the body is {media_type}; send JSON, a url-encoded form or a multipart form")
+        try:
+            request = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise BadRequest(400, f"the body is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        if not isinstance(request, dict):
+            raise BadRequest(422, 'the body must be a JSON object such as {"text": "a sentence"}')
+        return request
+    fields = _fields_of(form or [])
+    fields.update(_fields_of(query))
+    return fields
+
+
+def _fields_of(pairs) -> Dict[str, object]:
+    values: Dict[str, List[str]] = {}
+    for name, value in pairs:
+        values.setdefault(name, []).append(value)
+    return {name: found if name == "q" and len(found) > 1 else found[0] for name, found in values.items()}
 
 
 def parse_translate_request(request: dict, translators: Dict[str, Translator], default_model: str,
@@ -93,10 +106,11 @@ def parse_translate_request(request: dict, translators: Dict[str, Translator], d
     return job_of(model, items, beam, limits, **flags)
 
 
-def check_size(texts: List[str], limits: Limits) -> None:
-    """413 for more texts than --max-request-sentences or more characters than
-    --max-request-characters; a document's sentences are not capped (they are queued in parts)."""
-    if len(texts) > limits.max_sentences:
+def check_size(texts: List[str], limits: Limits, count_texts: bool = True) -> None:
+    """413 for more texts than --max-request-sentences (unless ``count_texts`` is False: a
+    file's) or more characters than --max-request-characters; a document's sentences are
+    not capped (they are queued in parts)."""
+    if count_texts and len(texts) > limits.max_sentences:
         raise BadRequest(413, f"{len(texts)} sentences in one request; the limit is {limits.max_sentences} (--max-request-sentences); "
                               "send a document as one text")
     characters = sum(len(text) for text in texts)

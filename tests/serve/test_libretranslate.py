@@ -2,6 +2,7 @@
 against fconv-serve on 127.0.0.1; each text's sentences are fairseq-interactive's."""
 
 import json
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -42,10 +43,14 @@ def test_json_lists_auto_detection_html_and_libretranslates_error_shapes(served)
     server, data_bin, checkpoint = served
     lines = _sentences(3, seed=22)
     expected = [answer["text"] for answer in interactive_answers(data_bin, checkpoint, lines)]
-    body = json.dumps({"q": lines, "source": "auto", "target": "tgt", "format": "text"}).encode()
+    body = json.dumps({"q": lines, "source": "src", "target": "tgt", "format": "text"}).encode()
     status, answer = _post(server.url, body, "application/json")
-    assert status == 200
-    assert answer == {"translatedText": expected, "detectedLanguage": {"language": "src", "confidence": 100.0}}
+    assert status == 200 and answer == {"translatedText": expected}
+    # auto: the identifier's most likely language for "s1 s2 ..." is none this server reads
+    status, answer = _post(server.url, json.dumps({"q": lines, "source": "auto", "target": "tgt"}).encode(),
+                           "application/json")
+    assert status == 400 and re.fullmatch(r"\w+ is not supported \(detected with confidence [\d.]+\); "
+                                          r"this server translates src-tgt", answer["error"]), answer
     # html: the markup kept, each text node translated, script left alone
     fragment = f'<p class="a">{lines[0]}</p><script>x = "{lines[1]}";</script><ul><li>{lines[2]}</li></ul>'
     status, answer = _post(server.url, json.dumps({"q": fragment, "source": "src", "target": "tgt", "format": "html"}).encode(),
@@ -58,5 +63,7 @@ def test_json_lists_auto_detection_html_and_libretranslates_error_shapes(served)
                             ({"q": "s1", "source": "src", "target": "tgt", "format": "pdf"}, "format 'pdf'")]:
         status, answer = _post(server.url, urllib.parse.urlencode(fields).encode(), "application/x-www-form-urlencoded")
         assert status == 400 and list(answer) == ["error"] and message in answer["error"], (fields, answer)
-    status, answer = _post(server.url, b"q=s1", "multipart/form-data; boundary=x")
+    status, answer = _post(server.url, b"q=s1", "multipart/form-data; boundary=x")  # no part in it
+    assert status in (400, 422) and list(answer) == ["error"]
+    status, answer = _post(server.url, b"q=s1", "text/plain")
     assert status == 415 and "url-encoded" in answer["error"]

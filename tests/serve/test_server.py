@@ -355,7 +355,7 @@ def test_a_20000_character_document_goes_through_the_api_in_parts(served):
     expected = interactive_answers(data_bin, checkpoint, [sentences[i].rstrip(".") + "." for i in sample])
     assert [translated["sentences"][i]["text"] for i in sample] == [e["text"] for e in expected]
     # LibreTranslate's clients send a document as q
-    status, libre = server.translate(q=document, source="auto", target="tgt")
+    status, libre = server.translate(q=document, source="src", target="tgt")
     assert status == 200 and libre["translatedText"] == translated["text"]
     status, error = server.translate(text=document * 3, document=True)
     assert status == 413 and error["error"].startswith(f"{len(document) * 3} characters in one request; the limit is 50000")
