@@ -17,7 +17,7 @@ expires: it leaves the queue before its next chunk, and the round it is in at th
 round's next generation batch (``Translator.translate``'s ``still_wanted``; a batch
 already generating finishes, as torch cannot be interrupted). Either way its place in
 the queue is freed at once, it is counted once in ``stats.expired``, and its waiter is
-told once (cancelled, or ``DeadlinePassed`` once a chunk of it ran).
+told once (``DeadlinePassed``: a cancelled waiter, the server's own timeout, is told nothing).
 """
 
 import math
@@ -248,10 +248,9 @@ class DynamicBatcher:
         job.expired = True
         self.stats.queued_sentences -= len(job.lines)
         self.stats.expired += 1
-        if job.result.running():  # a chunk ran already; the client is answered by its deadline
-            job.result.set_exception(DeadlinePassed("the deadline passed during the translation"))
-        elif not job.result.done():
-            job.result.cancel()
+        if not job.result.done():  # a waiter still there hears why (a cancelled one has gone)
+            job.result.set_exception(DeadlinePassed("the deadline passed during the translation" if job.result.running()
+                                                    else "the deadline passed before the translation started"))
 
     def _translate_round(self, taken: List[Tuple[Job, int, int, int]]) -> None:
         groups: Dict[tuple, List[Tuple[Job, int, int, int]]] = {}

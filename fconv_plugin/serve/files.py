@@ -100,6 +100,7 @@ class TranslatedFiles:
     """Translated files on disk, under random names, bounded in count and age."""
 
     def __init__(self, directory: Optional[str] = None, max_files: int = 100, max_age: float = 3600.0):
+        self._own_directory = directory is None  # made here: removed on close
         self.directory = Path(directory or tempfile.mkdtemp(prefix="fconv-serve-files-"))
         self.directory.mkdir(parents=True, exist_ok=True)
         self.max_files = max_files
@@ -112,6 +113,11 @@ class TranslatedFiles:
             for path in self.directory.iterdir():
                 if NAME.fullmatch(path.name) or path.name.endswith(".part"):
                     path.unlink(missing_ok=True)
+            if self._own_directory:
+                try:
+                    self.directory.rmdir()
+                except OSError:  # something else was put there: left as it is
+                    pass
 
     def keep(self, data: bytes, suffix: str) -> str:
         """Store ``data``; its name, for /download_file."""
