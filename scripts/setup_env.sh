@@ -88,4 +88,4 @@ install_beside_fairseq --quiet "${pinned[@]}" hydra-core omegaconf bitarray cffi
     python-docx schemathesis selenium onnx onnxscript onnxruntime \
     ctranslate2
 "${pip[@]}" install --quiet --no-deps --no-build-isolation -e "$repo_root"
-"$venv/bin/python" -c "import fairseq, torch, fconv_plugin; print('fconv_plugin ready: torch', torch.__version__, 'fairseq', fairseq.__version__)"
+"$venv/bin/python" -c "import fconv_plugin, fairseq, torch; print('fconv_plugin ready: torch', torch.__version__, 'fairseq', fairseq.__version__)"
