@@ -21,6 +21,7 @@ kept and only the text between tags is translated (not inside script or style).
 """
 
 import html
+import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Dict, List, Optional, Tuple
@@ -170,7 +171,7 @@ def parse_libretranslate_request(fields: dict, translators: Dict[str, Translator
     if text_format not in ("text", "html"):
         raise BadRequest(400, f"Invalid request: format {text_format!r}; give text or html")
     alternatives = str(fields.get("alternatives", 0)).strip() or "0"
-    if not alternatives.isdigit():
+    if not re.fullmatch(r"[0-9]{1,6}", alternatives):  # ASCII digits (str.isdigit takes "²", int() does not)
         raise BadRequest(400, f"Invalid request: alternatives {fields['alternatives']!r}; give a whole number")
     alternatives = int(alternatives)
     if alternatives and text_format == "html":

@@ -207,3 +207,10 @@ def test_translated_files_are_deleted_after_their_time_and_count(tmp_path):
     assert files.path(names[0]) is None and files.path(names[2]).read_bytes() == b"file 2"
     files.max_age = 0
     assert files.path(names[2]) is None and sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("alternatives", ["²", "-1", "1.5", "true", "9999999"])
+def test_alternatives_that_are_no_small_whole_number_get_a_400(spanish, alternatives):
+    form = urllib.parse.urlencode({"q": VERSES[0], "source": "es", "target": "en", "alternatives": alternatives}).encode()
+    status, answer = _call(spanish, "/translate", form, "application/x-www-form-urlencoded")
+    assert status == 400 and list(json.loads(answer)) == ["error"]
