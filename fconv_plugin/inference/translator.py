@@ -44,7 +44,7 @@ from .workers import DecodingWorkers, check_workers
 
 LN2 = math.log(2)
 DEFAULT_MAX_TOKENS = 4000  # source tokens in one generation call when the options give no bound
-TRAINED_LENGTH_PERCENTILE = 90
+TRAINED_LENGTH_PERCENTILE = 90  # documents cut sentences longer than this share of the training sources
 # warnings the hosts give on every run that ask nothing of a user: hydra's deprecations as
 # fairseq composes its configuration, torch's pin_memory on a machine without a GPU
 HOST_NOTICES = (
@@ -54,7 +54,7 @@ HOST_NOTICES = (
     r"\s*'config' is validated against ConfigStore schema",
     r"\s*The strict flag in the compose API is deprecated",
     r"'pin_memory' argument is set as true but no accelerator is found",
-)  # documents cut sentences longer than this share of the training sources
+)
 
 
 @dataclass(frozen=True)

@@ -146,7 +146,7 @@ def create_app(translators: Dict[str, Translator], default_model: str, default_b
                     await asyncio.sleep(min(full.retry_after, 0.5, part.deadline - time.monotonic()))
             try:
                 translations += await asyncio.wait_for(future, limits.timeout)
-            except (asyncio.TimeoutError, DeadlinePassed, asyncio.CancelledError):
+            except (asyncio.TimeoutError, DeadlinePassed):  # answered as 503 (CancelledError is no Exception)
                 raise
             except Exception as error:  # the model failed on this input: say so in one line
                 logger.exception("fconv-serve: generation failed")

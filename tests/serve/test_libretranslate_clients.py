@@ -196,6 +196,9 @@ def test_translate_file_round_trips_txt_html_and_docx(spanish):
     body, content_type = _multipart([("source", "es"), ("target", "en")], [("file", "slides.pdf", b"%PDF")])
     status, answer = _call(spanish, "/translate_file", body, content_type)
     assert status == 400 and "file format .pdf not supported" in json.loads(answer)["error"]
+    body, content_type = _multipart([("source", "es"), ("target", "en")], [("file", "letter.docx", b"not a zip")])
+    status, answer = _call(spanish, "/translate_file", body, content_type)
+    assert status == 400 and json.loads(answer)["error"].startswith("Invalid request: not a readable .docx document")
 
 
 def test_translated_files_are_deleted_after_their_time_and_count(tmp_path):
