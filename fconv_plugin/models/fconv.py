@@ -30,9 +30,10 @@ from ..modules import (
     forward_conv_blocks,
     scale_gradient,
 )
-from ..deployment.int8 import swap_in_int8_modules_
+from ..deployment.int8 import Int8Weight, swap_in_int8_modules_
 from ..modules.conv_block import SQRT_HALF, GatedLinearUnit, plan_conv_stack, residual_projection, same_length_padding
-from ..modules.embeddings import positional_embedding_or_none
+from ..modules.attention import AttentionSums
+from ..modules.embeddings import SharedOutputEmbedding, positional_embedding_or_none
 from . import attention_rows
 from .architectures import base_architecture
 from .checkpoint_compat import check_dictionary_sizes, upgrade_decoder_weight_norm
@@ -146,6 +147,28 @@ class FConvModel(FairseqEncoderDecoderModel):
         shared_embedding = [self.decoder.embed_tokens] if self.decoder.share_input_output_embed else []
         swap_in_int8_modules_(self, keep=shared_embedding)
 
+    def compute_in_(self, dtype: torch.dtype) -> "FConvModel":
+        """Mixed precision: the matrix products and convolutions in ``dtype`` (torch.bfloat16,
+        on CPUs with bfloat16 units), everything that keeps the model's precision in float32:
+        the parameters, and so the optimizer's state and the checkpoints; weight norm's norms
+        (``modules/weight_norm.py``); the attention's softmax and the copy mixture
+        (``AttentionSums.softmax_dtype``); the loss's log-softmax, which fairseq computes in
+        float32 from the logits. ``torch.float32`` makes it all float32 again."""
+        if dtype not in (torch.float32, torch.bfloat16):
+            raise FConvError(f"the model computes in float32 or in mixed precision with bfloat16, not {dtype}")
+        if dtype != torch.float32 and self.has_int8_weights():
+            raise FConvError("an int8 model (fconv-quantize) computes in int8 and float32; load the float32 checkpoint")
+        mixed = None if dtype == torch.float32 else dtype
+        self.encoder.compute_dtype = self.decoder.compute_dtype = mixed
+        for module in self.modules():
+            if isinstance(module, AttentionSums):
+                module.softmax_dtype = None if mixed is None else torch.float32
+        return self
+
+    def has_int8_weights(self) -> bool:
+        """Whether fconv-quantize's int8 layers are swapped in (``quantize_int8_``)."""
+        return any(isinstance(module, Int8Weight) for module in self.modules())
+
     def returning_attention(self) -> "FConvModel":
         """This model, sharing every weight and module, with a decoder that returns its
         averaged attention in generation (alignments, ``--replace-unk``).
@@ -216,6 +239,7 @@ class FConvEncoder(FairseqEncoder):
         gradient is scaled by 1 / (2 · that number) (§3.4)."""
         super().__init__(dictionary)
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.compute_dtype: Optional[torch.dtype] = None  # mixed precision's (FConvModel.compute_in_)
         self.num_attention_layers = num_attention_layers
         self.return_source_tokens = return_source_tokens  # a pointer-generator decoder copies them
         self.padding_idx = dictionary.pad()
@@ -246,7 +270,7 @@ class FConvEncoder(FairseqEncoder):
         x = self.embed_tokens(src_tokens)
         if self.embed_positions is not None:
             x = x + self.embed_positions(src_tokens)
-        x = self.dropout_module(x)
+        x = self.dropout_module(_in_compute_dtype(x, self.compute_dtype))
         input_embedding = x
 
         x = self.fc1(x)
@@ -305,6 +329,7 @@ class FConvDecoder(FairseqIncrementalDecoder):
         super().__init__(dictionary)
         self.register_buffer("version", torch.Tensor([2]))
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.compute_dtype: Optional[torch.dtype] = None  # mixed precision's (FConvModel.compute_in_)
         self.need_attn = True
         self.beam_size = 1  # hypotheses per sentence in beam search, as the generator says
         self.share_attention_across_beam = True
@@ -330,7 +355,7 @@ class FConvDecoder(FairseqIncrementalDecoder):
         self.fc2 = WeightNormLinear(self.plans[-1].out_channels, out_embed_dim)
         self.share_input_output_embed = share_embed
         if share_embed:
-            self.fc3 = nn.Linear(out_embed_dim, len(dictionary))
+            self.fc3 = SharedOutputEmbedding(out_embed_dim, len(dictionary))
             self.fc3.weight = self.embed_tokens.weight
             nn.init.zeros_(self.fc3.bias)
         else:
@@ -360,7 +385,7 @@ class FConvDecoder(FairseqIncrementalDecoder):
         x = self.embed_tokens(tokens)
         if self.embed_positions is not None:
             x = x + self.embed_positions(prev_output_tokens, last_step_only=incremental)
-        x = self.dropout_module(x)
+        x = self.dropout_module(_in_compute_dtype(x, self.compute_dtype))
         target_embedding = x
 
         x = self.fc1(x)
@@ -481,6 +506,12 @@ def encoder_rows(encoder_out: Dict[str, object]) -> Dict[str, object]:
                for key, value in encoder_out.items() if key not in ("rows", "encoder_out")}
     applied["encoder_out"] = (keys.index_select(0, rows), values.index_select(0, rows))
     return applied
+
+
+def _in_compute_dtype(embedded: Tensor, compute_dtype: Optional[torch.dtype]) -> Tensor:
+    """The embeddings in the dtype the layers compute in: the parameters' own (None), or
+    mixed precision's (``FConvModel.compute_in_``), which every later layer follows."""
+    return embedded if compute_dtype is None else embedded.to(compute_dtype)
 
 
 def _swap_time_and_batch(x: Tensor, incremental: bool) -> Tensor:

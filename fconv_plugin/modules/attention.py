@@ -95,7 +95,11 @@ class AttentionSums(nn.Module):
     """The attention's sums over the source: batched products and the softmax, in float32.
 
     No parameters: it adds nothing to the state dict. Its int8 form
-    (``deployment/int8.BatchInvariantSums``) sums in float64 instead."""
+    (``deployment/int8.BatchInvariantSums``) sums in float64 instead. In mixed precision
+    (``FConvModel.compute_in_``) the softmax runs in ``softmax_dtype`` (float32) and its
+    weights go back to the products' dtype."""
+
+    softmax_dtype: Optional[torch.dtype] = None  # None: the scores' own dtype
 
     def operand(self, source: Tensor) -> Tensor:
         """Keys or values (``AttentionSource``) as ``product`` takes its second operand: as they are."""
@@ -110,7 +114,9 @@ class AttentionSums(nn.Module):
         scores = self.product(query, keys)
         if padding_mask is not None:
             scores = scores.masked_fill(padding_mask.unsqueeze(1), float("-inf"))
-        return torch.softmax(scores, dim=-1)
+        if self.softmax_dtype is None or scores.dtype == self.softmax_dtype:
+            return torch.softmax(scores, dim=-1)
+        return torch.softmax(scores, dim=-1, dtype=self.softmax_dtype).to(scores.dtype)
 
     def precise(self, values: Tensor) -> Tensor:
         """``values`` in the precision for functions of source positions (a copying

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor
 
-from .weight_norm import WeightNormConvTBC
+from .weight_norm import WeightNormConvTBC, in_dtype_of
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
@@ -71,7 +71,8 @@ class CausalConvolution(CausalWindow, WeightNormConvTBC):
     """The decoder's weight-normalised convolution, causal and incremental."""
 
     def window_product(self, windows: Tensor) -> Tensor:
-        return torch.addmm(self.bias, windows, self.flat_weight())
+        bias, weight = in_dtype_of(windows, self.bias, self.flat_weight())
+        return torch.addmm(bias, windows, weight)
 
     def flat_weight(self) -> Tensor:
         """The kernel as a (k · in, out) matrix: row j · in + c multiplies buffer[:, j, c]."""

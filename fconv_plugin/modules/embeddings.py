@@ -7,9 +7,11 @@ reads e = w + p (and g = w + p on the target side).
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .initialization import EMBEDDING_STD
+from .weight_norm import in_dtype_of
 
 
 def make_positions(tokens: Tensor, padding_idx: int) -> Tensor:
@@ -68,3 +70,12 @@ def positional_embedding_or_none(
     if not enabled:
         return None
     return LearnedPositionalEmbedding(num_rows, embedding_dim, padding_idx)
+
+
+class SharedOutputEmbedding(nn.Linear):
+    """The decoder's output layer when it shares the input embedding's table as its weight
+    (``--share-input-output-embed``): y = x Wᵀ + b, in the dtype of its input (mixed
+    precision: a float32 table, bfloat16 products). Named and shaped as fairseq's ``nn.Linear``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, *in_dtype_of(x, self.weight, self.bias))

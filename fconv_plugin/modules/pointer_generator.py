@@ -96,6 +96,9 @@ class PointerGenerator(nn.Module):
         attention: Tensor,
         source_tokens: Tensor,
     ) -> Tensor:
-        """Log-probabilities (b x t x vocab) of the mixture."""
+        """Log-probabilities (b x t x vocab) of the mixture; float32 in mixed precision, as the
+        loss reads them (``AttentionSums.softmax_dtype``)."""
         gate_logit = self.generation_probability(state, context, target_embedding)
+        if self.sums.softmax_dtype is not None:
+            logits, gate_logit = logits.to(self.sums.softmax_dtype), gate_logit.to(self.sums.softmax_dtype)
         return mix_generate_and_copy(logits, gate_logit, attention.type_as(logits), source_tokens, self.sums)

@@ -11,7 +11,13 @@ fairseq's ``make_generation_fast_`` makes each layer store its weight w itself a
 in the layout the GEMM reads fastest — and serve it without recomputing. Training
 again (``train(True)``) or loading a state dict ends that: w is derived from
 ``weight_g`` and ``weight_v`` at every call again.
+
+Mixed precision (``FConvModel.compute_in_``): the parameters stay float32, so ‖v‖ and w
+are computed in float32, and w is cast once per call to the dtype of the layer's input
+(bfloat16), in which the product runs. A float32 input casts nothing.
 """
+
+from typing import Tuple
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +30,12 @@ def norm_except_dim(v: Tensor, dim: int) -> Tensor:
     """L2 norm of ``v`` over every dimension but ``dim``, keeping dimensions."""
     other_dims = [d for d in range(v.dim()) if d != dim]
     return torch.linalg.vector_norm(v, dim=other_dims, keepdim=True)
+
+
+def in_dtype_of(x: Tensor, *weights: Tensor) -> Tuple[Tensor, ...]:
+    """``weights`` in the dtype of the input ``x`` they multiply (mixed precision: float32
+    parameters, bfloat16 products); the tensors themselves where the dtypes agree."""
+    return tuple(w if w.dtype == x.dtype else w.to(x.dtype) for w in weights)
 
 
 class WeightNormalized(nn.Module):
@@ -77,9 +89,10 @@ class WeightNormLinear(WeightNormalized):
     def forward(self, x: Tensor) -> Tensor:
         if self._frozen and not torch.is_grad_enabled():
             # generation: x @ wᵀ with wᵀ contiguous in memory, the faster GEMM layout here
-            out = torch.addmm(self.bias, x.reshape(-1, self.in_features), self.normalized_weight().t())
+            weight, bias = in_dtype_of(x, self.normalized_weight(), self.bias)
+            out = torch.addmm(bias, x.reshape(-1, self.in_features), weight.t())
             return out.view(*x.shape[:-1], self.out_features)
-        return F.linear(x, self.normalized_weight(), self.bias)
+        return F.linear(x, *in_dtype_of(x, self.normalized_weight(), self.bias))
 
     def _inference_layout(self, weight: Tensor) -> Tensor:
         """(out, in) values over (in, out) storage, so that wᵀ is contiguous."""
@@ -109,7 +122,7 @@ class WeightNormConvTBC(WeightNormalized):
 
     def convolve(self, x: Tensor, padding: int = 0) -> Tensor:
         """Convolve ``x`` (time x batch x channel), zero-padding both ends by ``padding``."""
-        return torch.conv_tbc(x.contiguous(), self.normalized_weight(), self.bias, padding)
+        return torch.conv_tbc(x.contiguous(), *in_dtype_of(x, self.normalized_weight(), self.bias), padding)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}"
