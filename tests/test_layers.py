@@ -59,11 +59,12 @@ def test_a_layer_loads_nothing_above_it(module, forbidden):
 
 # Each part of the package and the parts it may import, in the layers' order (docs/design.md#layers).
 BELOW = {"errors": [], "checkpoint_io": ["errors"], "native": []}  # native: the compiled loops' loader
+BELOW["precision"] = ["errors"]  # the CPU's bfloat16 units, asked by the inference core, compat and fconv-info
 BELOW["modules"] = ["errors"]  # the paper and nothing else (test below)
 BELOW["layer_spec"] = ["errors", "modules"]  # the options of the model, in the paper's layer terms
 BELOW["deployment"] = ["errors", "native", "modules"]  # the layers' int8 forms
 BELOW["models"] = BELOW["deployment"] + ["deployment", "layer_spec", "checkpoint_io"]
-BELOW["inference"] = BELOW["models"] + ["models"]
+BELOW["inference"] = BELOW["models"] + ["models", "precision"]
 BELOW["compat"] = BELOW["inference"] + ["inference"]
 for face in ("cli", "serve", "export"):
     BELOW[face] = BELOW["inference"] + ["inference", "compat", "package root"]

@@ -1,10 +1,11 @@
 """fconv-info: what this installation runs on, and which of its compiled loops run.
 
-    fconv-info            # versions, CPU features, compiled loops, threads
+    fconv-info            # versions, CPU features, bfloat16 units, compiled loops, threads
     fconv-info --check    # the same; exit status 1 unless every compiled loop runs
 
 Versions of Python, torch and fairseq and the plugin; the CPU's features the loops use
-(AVX2, AVX-512, AVX-512 VNNI, AMX); each compiled loop and, for one that does not run, why
+(AVX2, AVX-512, AVX-512 VNNI, AMX) and its bfloat16 units, which decide ``--bf16 --cpu``
+(``fconv_plugin.precision``); each compiled loop and, for one that does not run, why
 (``fconv_plugin.native``); which int8 product runs; torch's thread count.
 """
 
@@ -15,7 +16,7 @@ from typing import Dict
 
 import torch
 
-from .. import __version__, native
+from .. import __version__, native, precision
 
 CPU_FLAGS = {  # /proc/cpuinfo's names
     "AVX2": ("avx2",),
@@ -23,19 +24,24 @@ CPU_FLAGS = {  # /proc/cpuinfo's names
     "AVX-512": ("avx512f",),
     "AVX-512 VNNI": ("avx512_vnni",),
     "AMX": ("amx_tile", "amx_int8"),
+    "AVX-512 BF16": ("avx512_bf16",),
+    "AMX-BF16": ("amx_tile", "amx_bf16"),
 }
 
 
 def cpu_features(cpuinfo: str = "/proc/cpuinfo") -> Dict[str, str]:
     """Each feature the loops use: "yes", "no", or "unknown" where the system does not say."""
-    try:
-        with open(cpuinfo) as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), None)
-    except OSError:
-        flags = None
+    flags = precision.cpu_flags(cpuinfo)
     if flags is None:
         return {name: "unknown" for name in CPU_FLAGS}
     return {name: "yes" if all(flag in flags for flag in needed) else "no" for name, needed in CPU_FLAGS.items()}
+
+
+def bf16_line(units) -> str:
+    """What the CPU's bfloat16 units (``precision.bf16_units``) make of ``--bf16 --cpu``."""
+    if units is None:
+        return f"none ({precision.UNIT_NAMES}): --bf16 --cpu is refused; train in float32"
+    return f"{units}: fairseq-train --cpu --bf16 trains in mixed precision"
 
 
 def report() -> str:
@@ -46,6 +52,7 @@ def report() -> str:
         f"python {platform.python_version()}, torch {torch.__version__}, fairseq {fairseq.__version__}",
         f"cpu: {platform.processor() or platform.machine()}; "
         + ", ".join(f"{name} {value}" for name, value in cpu_features().items()),
+        f"bfloat16 units: {bf16_line(precision.bf16_units())}",
         f"threads: {torch.get_num_threads()} (torch.get_num_threads)",
         f"{native.SWITCH}: {native.switch_setting()}",
         "compiled loops:",

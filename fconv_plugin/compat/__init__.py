@@ -12,7 +12,8 @@ Each module fixes one thing fairseq breaks on this platform:
 - finished_training: ``fairseq-train`` run again after it finished trains nothing;
 - data_bin_checks: a damaged data-bin gets one line that names the file;
 - complete_batches: evaluation and training batch every sentence (fairseq #5036);
-- diverse_beam: ``--diverse-beam-groups`` on subsets larger than one batch.
+- diverse_beam: ``--diverse-beam-groups`` on subsets larger than one batch;
+- cpu_bf16: ``--bf16`` on a CPU trains in mixed precision instead of asking for a TPU.
 
 Commands run one after another in one process (``fairseq_cli.generate.main(...)`` after
 ``train.main(...)``, as fairseq's own tests do) each get the fixes they need: fairseq
@@ -35,6 +36,7 @@ from . import (
     atomic_checkpoints,
     console,
     cli_errors,
+    cpu_bf16,
     complete_batches,
     data_bin_checks,
     diverse_beam,
@@ -61,6 +63,7 @@ FIXES = {
     "data_bin_checks": data_bin_checks,
     "complete_batches": complete_batches,
     "diverse_beam": diverse_beam,
+    "cpu_bf16": cpu_bf16,
 }
 
 

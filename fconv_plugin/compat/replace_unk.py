@@ -27,7 +27,6 @@ from typing import List, Optional
 import torch
 from fairseq import utils as fairseq_utils
 from fairseq.data import indexed_dataset
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.tasks import FairseqTask
 
 from ..errors import FConvError
@@ -169,8 +168,8 @@ def _build_generator(original):
 
 def _generate_main(original, fairseq_generate):
     def main(cfg):
-        if isinstance(cfg, Namespace):
-            cfg = convert_namespace_to_omegaconf(cfg)
+        if isinstance(cfg, Namespace):  # as fairseq-generate converts them (with the other fixes' reading)
+            cfg = fairseq_generate.convert_namespace_to_omegaconf(cfg)
         if cfg.generation.replace_unk is None or cfg.dataset.dataset_impl == "raw":
             return original(cfg)
         # fairseq's main() refuses binarised data with --replace-unk; same checks otherwise

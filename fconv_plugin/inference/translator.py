@@ -16,6 +16,7 @@ model is never changed by one, and a call that wants the attention (alignments,
 import ast
 import contextlib
 import copy
+import logging
 import math
 import os
 import re
@@ -32,6 +33,7 @@ from fairseq.data import Dictionary
 from fairseq.tasks import FairseqTask
 from fairseq.tokenizer import tokenize_line
 
+from .. import precision
 from ..checkpoint_io import loading_fairseq_checkpoints
 from ..errors import FConvError
 from ..deployment.int8 import Int8Weight
@@ -41,6 +43,8 @@ from .beam_search import BeamSearch
 from .documents import translate_document
 from .results import DocumentTranslation, Hypothesis, LayerAttention, Translation
 from .workers import DecodingWorkers, check_workers
+
+logger = logging.getLogger(__name__)
 
 LN2 = math.log(2)
 DEFAULT_MAX_TOKENS = 4000  # source tokens in one generation call when the options give no bound
@@ -257,20 +261,28 @@ def has_int8_weights(model) -> bool:
     return any(isinstance(module, Int8Weight) for module in model.modules())
 
 
-def place_model(model, cfg, device: torch.device) -> None:
+def place_model(model, cfg, device: torch.device,
+                cpu_bf16_units: Callable[[], Optional[str]] = precision.bf16_units) -> None:
     """The model in ``--fp16`` or ``--bf16`` precision on ``device``. Half precision is for
-    GPUs, int8 (fconv-quantize) for CPUs: other pairings get a one-line error."""
-    precision = "--fp16" if cfg.common.fp16 else "--bf16" if cfg.common.bf16 else None
+    GPUs, int8 (fconv-quantize) for CPUs: other pairings get a one-line error. ``--bf16`` on
+    a CPU with bfloat16 units (``cpu_bf16_units``) is training's: translating runs in float32,
+    with a note (a CPU without them is refused, as in training)."""
+    half = "--fp16" if cfg.common.fp16 else "--bf16" if cfg.common.bf16 else None
     int8 = has_int8_weights(model)
-    if int8 and precision:
-        raise FConvError(f"an int8 model (fconv-quantize) computes in int8 and float32; drop {precision}")
+    if int8 and half:
+        raise FConvError(f"an int8 model (fconv-quantize) computes in int8 and float32; drop {half}")
     if int8 and device.type != "cpu":
         raise FConvError("an int8 model (fconv-quantize) runs on the CPU; add --cpu")
-    if precision and device.type == "cpu":
-        raise FConvError(f"{precision} needs a GPU and none is in use; drop {precision} (or --cpu) to translate in float32")
-    if cfg.common.fp16:
+    if half == "--bf16" and device.type == "cpu":
+        units = precision.check_cpu_bf16(cpu_bf16_units(), half)
+        logger.info("fconv_plugin: --bf16 on the CPU (%s) is for training; translating runs in float32 "
+                    "(for a faster CPU translator, int8 weights: fconv-quantize)", units)
+        half = None
+    elif half and device.type == "cpu":
+        raise FConvError(f"{half} needs a GPU and none is in use; drop {half} (or --cpu) to translate in float32")
+    if half == "--fp16":
         model.half()
-    elif cfg.common.bf16:
+    elif half == "--bf16":
         model.bfloat16()
     model.to(device)
 

@@ -1,0 +1,88 @@
+"""Which precision a CPU trains in: bfloat16 where it has bfloat16 units, else float32.
+
+bfloat16 pays on a CPU only where it has units for it: AMX-BF16 (Intel Xeons from
+Sapphire Rapids on) or AVX-512 BF16 (Cooper Lake, AMD Zen 4 and later). Elsewhere torch
+emulates the products, about 35x slower than float32 on this project's AVX2 machine
+(``benchmarks/bench_fconv.py --train-only`` measures both peaks). So ``--bf16`` on a CPU
+is decided here, once, from the CPU's flags, and a CPU without the units is refused in
+one line that says what to do.
+
+This module imports nothing of the plugin but its error type: every layer may ask it.
+"""
+
+from typing import FrozenSet, Iterable, Optional, Tuple
+
+from .errors import FConvError
+
+# the units, best first, each with the /proc/cpuinfo flags it needs
+BF16_UNITS = (("AMX-BF16", ("amx_bf16", "amx_tile")), ("AVX-512 BF16", ("avx512_bf16",)))
+UNIT_NAMES = " or ".join(name for name, _ in BF16_UNITS)
+
+
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> Optional[FrozenSet[str]]:
+    """The CPU's feature flags as the kernel lists them; None where the system does not say."""
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def bf16_units(flags: Optional[Iterable[str]] = None) -> Optional[str]:
+    """The CPU's bfloat16 unit ("AMX-BF16" or "AVX-512 BF16"), or None where it has none or
+    the system does not say. ``flags``: the CPU's flags (default: this machine's)."""
+    flags = cpu_flags() if flags is None else frozenset(flags)
+    if flags is None:
+        return None
+    for name, needed in BF16_UNITS:
+        if all(flag in flags for flag in needed):
+            return name
+    return None
+
+
+def check_cpu_bf16(units: Optional[str], option: str = "--bf16") -> str:
+    """``units`` (``bf16_units()``) if bfloat16 pays on this CPU; else the one-line refusal."""
+    if units is None:
+        raise FConvError(
+            f"{option} on the CPU needs bfloat16 units ({UNIT_NAMES}) and this CPU has none "
+            f"(bfloat16 would run many times slower than float32 here); drop {option} to run in float32"
+        )
+    return units
+
+
+SETTINGS = ("auto", "fp32", "bf16")
+
+
+def choose_training_precision(setting: str, units: Optional[str]) -> Tuple[str, str]:
+    """The examples' ``PRECISION=auto|fp32|bf16``: (the precision to train in, why), ``units``
+    the CPU's (``bf16_units()``). auto takes bf16 where the CPU has the units; bf16 on a
+    CPU without them gets the one-line refusal."""
+    if setting not in SETTINGS:
+        raise FConvError(f"PRECISION must be one of {', '.join(SETTINGS)}, got {setting!r}")
+    if setting == "fp32" or (setting == "auto" and units is None):
+        reason = "asked for" if setting == "fp32" else "this CPU has no bfloat16 units"
+        return "fp32", reason
+    check_cpu_bf16(units, "PRECISION=bf16")
+    return "bf16", f"{units} units" + ("" if setting == "bf16" else ", chosen by PRECISION=auto")
+
+
+def main(argv=None) -> int:
+    """``python -m fconv_plugin.precision SETTING``: one tab-separated line, the precision and why."""
+    import sys
+
+    arguments = sys.argv[1:] if argv is None else argv
+    setting = arguments[0] if arguments else "auto"
+    try:
+        chosen, reason = choose_training_precision(setting, bf16_units())
+    except FConvError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"{chosen}\t{reason}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
