@@ -19,6 +19,9 @@
 #   SEED=N       training seed (default 1)
 #   EVALUATE=0   validate once, at the last update, and stop after training and its curve
 #                (the benchmarks' --quick runs; default 1)
+#   PRECISION=auto|fp32|bf16  training's arithmetic: auto (default) trains in bf16 (fairseq's
+#                --bf16: bfloat16 products, float32 weights) on a CPU with bfloat16 units
+#                (AMX-BF16 or AVX-512 BF16), else in fp32; translating is float32 either way
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -36,6 +39,8 @@ fail() { echo "quickstart: error: $*" >&2; exit 1; }
 source "$repo/examples/lib/jobs.sh"
 # shellcheck source=../lib/fairseq_logs.sh
 source "$repo/examples/lib/fairseq_logs.sh"
+# shellcheck source=../lib/precision.sh
+source "$repo/examples/lib/precision.sh"
 
 case "$updates" in ''|*[!0-9]*) fail "UPDATES must be a whole number of training updates, got '$updates'";; esac
 case "$seed" in ''|*[!0-9]*) fail "SEED must be a whole number, got '$seed'";; esac
@@ -49,6 +54,7 @@ case "$recipe" in
                     --lr-scheduler reduce_lr_on_plateau --lr-shrink 0.1 --dropout 0.2) ;;
     *) fail "RECIPE must be adam or nag, got '$recipe'" ;;
 esac
+choose_precision  # before anything is written: PRECISION=bf16 on a CPU without the units stops here
 if [ -e "$work" ] && [ -n "$(ls -A "$work" 2>/dev/null)" ]; then
     fail "WORK_DIR $work exists and is not empty; choose a new directory (nothing was deleted)"
 fi
@@ -56,6 +62,7 @@ mkdir -p "$work" && cd "$work" && work=$(pwd)
 # runs/latest names the newest run kept beside this script (not one written elsewhere)
 case "$work" in "$here/runs/"*) ln -sfn "$work" "$here/runs/latest" 2>/dev/null || true ;; esac
 echo "writing to $work"
+echo "training precision: $precision ($precision_reason)"
 
 step "1/8 corpus: split the verse pairs into train / valid / test"
 python "$here/split_corpus.py" "$here/data" . --valid 300 --test 500 --max-words 50
@@ -87,9 +94,9 @@ preprocess_summary preprocess.log
 
 validate_every=$(( (updates + 3) / 4 ))
 [ "$evaluate" = 0 ] && validate_every=$updates  # EVALUATE=0: one validation, at the end (it picks checkpoint_best.pt)
-step "5/8 fairseq-train --user-dir fconv_plugin --arch fconv_iwslt_de_en: $updates updates, recipe $recipe
+step "5/8 fairseq-train --user-dir fconv_plugin --arch fconv_iwslt_de_en: $updates updates, recipe $recipe, $precision
     (progress every 100 updates, validation BLEU every $validate_every)"
-fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_iwslt_de_en "${optimiser[@]}" \
+fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_iwslt_de_en "${optimiser[@]}" "${train_precision[@]}" \
     --max-tokens 3000 --max-update "$updates" --seed "$seed" --required-batch-size-multiple 1 \
     --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" --keep-interval-updates 1 \
     --no-epoch-checkpoints --save-dir checkpoints \
@@ -98,7 +105,7 @@ fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_iwslt_de_en 
     --best-checkpoint-metric bleu --maximize-best-checkpoint-metric \
     --validate-interval 1000 --log-format simple --log-interval 100 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
-python "$here/plot_training.py" train.log training.png "fconv_iwslt_de_en, Bible es-en, $updates updates, $recipe"
+python "$here/plot_training.py" train.log training.png "fconv_iwslt_de_en, Bible es-en, $updates updates, $recipe, $precision"
 
 if [ "$evaluate" = 0 ]; then
     echo "trained (EVALUATE=0: not evaluated): $work/checkpoints/checkpoint_best.pt"
@@ -146,6 +153,6 @@ step "8/8 outputs"
 echo "  curve: $work/training.png   model: $work/checkpoints/checkpoint_best.pt"
 echo "  translations: $work/test.hyp.en   logs: $work/{train,generate,interactive}.log"
 echo
-echo "quickstart finished in $(( $(date +%s) - start )) s: BLEU $model_bleu vs copy baseline $copy_bleu"
+echo "quickstart finished in $(( $(date +%s) - start )) s, trained in $precision: BLEU $model_bleu vs copy baseline $copy_bleu"
 python -c "import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) + 3 else 'the model did not beat the baseline')" \
     "$model_bleu" "$copy_bleu"

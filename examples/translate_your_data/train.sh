@@ -20,6 +20,9 @@
 #   MAX_TOKENS=N     tokens per batch (default 3000)
 #   BPE_MERGES=N     subword-nmt merges (default 8000; ~30000 for millions of sentences)
 #   SEED=N           training seed (default 1)
+#   PRECISION=auto|fp32|bf16  training's arithmetic: auto (default) trains in bf16 (fairseq's
+#                    --bf16: bfloat16 products, float32 weights) on a CPU with bfloat16 units
+#                    (AMX-BF16 or AVX-512 BF16), else in fp32; translating is float32 either way
 #   WORK_DIR=D       where everything goes (default runs/<date-time> beside this script);
 #                    a WORK_DIR that exists and is not empty is refused, never wiped
 set -euo pipefail
@@ -35,6 +38,8 @@ fail() { echo "translate_your_data: error: $*" >&2; exit 1; }
 source "$repo/examples/lib/jobs.sh"
 # shellcheck source=../lib/fairseq_logs.sh
 source "$repo/examples/lib/fairseq_logs.sh"
+# shellcheck source=../lib/precision.sh
+source "$repo/examples/lib/precision.sh"
 
 [ $# -eq 5 ] || fail "usage: train.sh SRC TGT TRAIN VALID TEST (prefixes of PREFIX.SRC / PREFIX.TGT raw text)"
 src=$1 tgt=$2
@@ -58,6 +63,7 @@ for split in train valid test; do
         || fail "${prefix[$split]}.$src has $lines_src lines but ${prefix[$split]}.$tgt has $lines_tgt; give line-aligned text"
 done
 work=${WORK_DIR:-$here/runs/$(date +%Y%m%d-%H%M%S)}
+choose_precision  # before anything is written: PRECISION=bf16 on a CPU without the units stops here
 if [ -e "$work" ] && [ -n "$(ls -A "$work" 2>/dev/null)" ]; then
     fail "WORK_DIR $work exists and is not empty; choose a new directory (nothing was deleted)"
 fi
@@ -67,6 +73,7 @@ for split in train valid test; do  # absolute paths before leaving for the work 
 done
 cd "$work"
 echo "writing to $work"
+echo "training precision: $precision ($precision_reason)"
 
 step "1/6 Moses tokenisation (fairseq's, as fairseq-interactive --tokenizer moses runs it)"
 for split in train valid test; do
@@ -96,9 +103,9 @@ preprocess_summary preprocess.log
 
 validate_every=$(( (updates + 3) / 4 ))
 log_every=$(( updates / 10 < 10 ? 10 : (updates / 10 > 100 ? 100 : updates / 10) ))
-step "4/6 fairseq-train --arch $arch: $updates updates (progress every $log_every, validation BLEU every $validate_every)"
+step "4/6 fairseq-train --arch $arch: $updates updates, $precision (progress every $log_every, validation BLEU every $validate_every)"
 read -r -a arch_args <<< "${ARCH_ARGS:-}"
-fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_args[@]}" \
+fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_args[@]}" "${train_precision[@]}" \
     --optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.1 --lr "$lr" \
     --lr-scheduler polynomial_decay --warmup-updates "$(( updates / 6 ))" --total-num-update "$updates" \
     --end-learning-rate 0 --dropout 0.1 --criterion label_smoothed_cross_entropy --label-smoothing 0.1 \
@@ -132,4 +139,4 @@ echo "  translate new text:"
 echo "    fairseq-interactive $work/data-bin --user-dir $repo/fconv_plugin --path $work/checkpoints/checkpoint_best.pt \\"
 echo "        --source-lang $src --target-lang $tgt --beam 5 --tokenizer moses --bpe subword_nmt --bpe-codes $work/codes"
 echo
-echo "translate_your_data finished in $(( $(date +%s) - start )) s: $arch, $updates updates, BLEU $bleu chrF $chrf"
+echo "translate_your_data finished in $(( $(date +%s) - start )) s: $arch, $updates updates, $precision, BLEU $bleu chrF $chrf"

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from fconv_plugin import precision
+
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,9 +32,9 @@ def corpus(tmp_path_factory):
     return root
 
 
-def _run(corpus, work_dir, timeout=900):
+def _run(corpus, work_dir, timeout=900, **knobs):
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "VENV": str(Path(sys.executable).parent.parent),
-           "UPDATES": "40", "BPE_MERGES": "500", "ARCH_ARGS": TINY_MODEL, "WORK_DIR": str(work_dir)}
+           "UPDATES": "40", "BPE_MERGES": "500", "ARCH_ARGS": TINY_MODEL, "WORK_DIR": str(work_dir), **knobs}
     return subprocess.run(["bash", SCRIPT, "es", "en", corpus / "train", corpus / "valid", corpus / "test"],
                           env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -42,7 +44,9 @@ def test_raw_text_in_model_and_bleu_out(corpus, tmp_path):
     result = _run(corpus, work)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     last = result.stdout.strip().splitlines()[-1]
-    match = re.fullmatch(r"translate_your_data finished in \d+ s: fconv_iwslt_de_en, 40 updates, "
+    chosen = "bf16" if precision.bf16_units() else "fp32"  # PRECISION=auto
+    assert f"training precision: {chosen} (" in result.stdout.splitlines()[1]
+    match = re.fullmatch(rf"translate_your_data finished in \d+ s: fconv_iwslt_de_en, 40 updates, {chosen}, "
                          r"BLEU ([\d.]+) chrF ([\d.]+)", last)
     assert match, last
     assert all(0 <= float(x) <= 100 for x in match.groups())
@@ -74,3 +78,17 @@ def test_text_that_is_not_line_aligned_is_refused_with_one_line(corpus, tmp_path
     assert result.stderr.strip() == (f"translate_your_data: error: {bad}/valid.es has 30 lines but {bad}/valid.en has 31; "
                                       "give line-aligned text")
     assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize("setting", ["bf16", "half"])
+def test_a_precision_this_cpu_cannot_train_in_is_refused_before_anything_is_written(corpus, tmp_path, setting):
+    if setting == "bf16" and precision.bf16_units() is not None:
+        pytest.skip(f"this CPU has bfloat16 units ({precision.bf16_units()}): PRECISION=bf16 trains")
+    result = _run(corpus, tmp_path / "run", PRECISION=setting)
+    assert result.returncode == 1 and result.stdout == ""
+    expected = {"bf16": "PRECISION=bf16 on the CPU needs bfloat16 units (AMX-BF16 or AVX-512 BF16) and this CPU has "
+                        "none (bfloat16 would run many times slower than float32 here); drop PRECISION=bf16 to run in "
+                        "float32",
+                "half": "PRECISION must be one of auto, fp32, bf16, got 'half'"}[setting]
+    assert result.stderr.strip() == f"translate_your_data: error: {expected}"
+    assert not (tmp_path / "run").exists()
