@@ -1,3 +1,8 @@
+"""The session's fixtures, in one place that every test module reaches without importing
+them: each trains its model once per session (``tests/test_fixtures.py`` checks
+``pytest --setup-plan``). The tasks and helpers they use are in ``tests/tasks.py``."""
+
+import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -6,6 +11,20 @@ import pytest
 import torch
 
 from fconv_plugin import compat
+from tests.tasks import (
+    PAPER_OPTIMIZER,
+    PLUGIN_DIR,
+    SMALL_MODEL,
+    TWENTY_UPDATES,
+    held_out_pair,
+    preprocess,
+    run_tool,
+    train_names_model,
+    training_pair,
+    unk_pair,
+    word_translation_pair,
+    write_corpus,
+)
 
 # Tests that run fairseq in this process (loading checkpoints, beam search with
 # n-gram blocking) see it as fairseq's commands do with --user-dir fconv_plugin.
@@ -32,3 +51,82 @@ def quickstart_run(tmp_path_factory):
     import harness
 
     return harness.quick_run(tmp_path_factory.mktemp("quickstart") / "run")
+
+
+@pytest.fixture(scope="session")
+def word_task(tmp_path_factory):
+    """Binarised data of the tiny task."""
+    root = tmp_path_factory.mktemp("word_task")
+    write_corpus(root, word_translation_pair)
+    return root, preprocess(root, root / "data-bin")
+
+
+@pytest.fixture(scope="session")
+def trained_model(word_task):
+    """A small model trained through fairseq-train --user-dir; (data-bin, checkpoint dir, log)."""
+    root, data_bin = word_task
+    save_dir = root / "checkpoints"
+    result = run_tool(
+        "fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, *PAPER_OPTIMIZER,
+        "--dropout", "0.1", "--max-tokens", "300", "--max-epoch", "10", "--save-dir", save_dir,
+        "--seed", "1", "--no-progress-bar", "--log-format", "simple", "--no-epoch-checkpoints",
+    )
+    return data_bin, save_dir, result.stdout + result.stderr
+
+
+@pytest.fixture(scope="session")
+def unk_model(tmp_path_factory):
+    """A word-level model whose rare words are only ever <unk>: (text dir, data-bin, checkpoint)."""
+    root = tmp_path_factory.mktemp("unk_task")
+    write_corpus(root, unk_pair, sizes=(("train", 1500), ("valid", 60), ("test", 80)), seed=5)
+    data_bin = preprocess(root, root / "data-bin", "--thresholdsrc", "3", "--thresholdtgt", "3")
+    run_tool(
+        "fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, *PAPER_OPTIMIZER,
+        "--dropout", "0.1", "--max-tokens", "400", "--max-epoch", "12", "--save-dir", root / "checkpoints",
+        "--seed", "1", "--no-progress-bar", "--no-epoch-checkpoints",
+    )
+    return root, data_bin, root / "checkpoints" / "checkpoint_best.pt"
+
+
+@pytest.fixture(scope="session")
+def name_task(tmp_path_factory):
+    """A synthetic summarisation task where the summary names the first name of the source:
+    "c3 c7 n12 c1 n1345 c9" -> "n12 c3 c7". In training the names to output are n0..n999,
+    each seen once or twice, and the second names n1000..n1399; the test's names are all
+    n1000..n1399, which the model has read but never written. (root, data-bin, the
+    trained copying checkpoint.)"""
+    root = tmp_path_factory.mktemp("names")
+    write_corpus(root, training_pair, sizes=(("train", 1600), ("valid", 60)), seed=7)
+    write_corpus(root, held_out_pair, sizes=(("test", 60),), seed=8)
+    data_bin = preprocess(root, root / "data-bin", "--joined-dictionary")
+    copying = train_names_model(data_bin, root / "copy", "fconv_gigaword_copy")
+    return root, data_bin, copying
+
+
+@pytest.fixture(scope="session")
+def int8_checkpoint(trained_model, tmp_path_factory):
+    """``trained_model``'s best checkpoint quantised by fconv-quantize, once for the session."""
+    _, save_dir, _ = trained_model
+    checkpoint = tmp_path_factory.mktemp("int8") / "int8.pt"
+    run_tool("fconv-quantize", save_dir / "checkpoint_best.pt", checkpoint)
+    return checkpoint
+
+
+@pytest.fixture(scope="session")
+def _twenty_update_run(word_task, tmp_path_factory):
+    _, data_bin = word_task
+    save_dir = tmp_path_factory.mktemp("twenty_updates") / "checkpoints"
+    result = run_tool("fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *TWENTY_UPDATES, "--max-update", "20",
+                      "--save-dir", save_dir)
+    return data_bin, save_dir, result.stdout + result.stderr
+
+
+@pytest.fixture
+def twenty_update_run(_twenty_update_run, tmp_path):
+    """A finished 20-update fairseq-train run (``TWENTY_UPDATES``, saves at 10 and 20), trained
+    once per session; each test gets its own copy of the checkpoints to train on or damage:
+    (data-bin, checkpoint dir, the run's log)."""
+    data_bin, save_dir, log = _twenty_update_run
+    copy = tmp_path / "checkpoints"
+    shutil.copytree(save_dir, copy)
+    return data_bin, copy, log

@@ -12,8 +12,7 @@ import torch
 from fairseq import checkpoint_utils
 from fairseq.models import fconv as reference_fconv
 
-from tests.cli.conftest import PLUGIN_DIR, run_tool
-
+from tests.tasks import PLUGIN_DIR, run_tool
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 

@@ -7,7 +7,7 @@ from matplotlib import image
 from fconv_plugin.cli import attention
 from fconv_plugin.errors import FConvError
 from fconv_plugin.inference.attention import layer_attention, readable
-from tests.cli.conftest import run_tool
+from tests.tasks import run_tool
 from tests.cli.test_alignment import _reference_model
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools

@@ -5,7 +5,7 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.cli.conftest import PLUGIN_DIR, run_tool
+from tests.tasks import PLUGIN_DIR, run_tool
 from tests.support import load_raw_checkpoint
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools

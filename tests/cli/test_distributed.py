@@ -1,4 +1,5 @@
-"""Two data-parallel workers under torchrun (gloo, CPU) equal one worker with --update-freq 2."""
+"""Two data-parallel workers under torchrun (gloo, CPU) equal one worker with --update-freq 2,
+in float32 and, on a CPU with bfloat16 units, with --bf16 (mixed precision)."""
 
 import re
 import subprocess
@@ -6,8 +7,9 @@ import subprocess
 import pytest
 import torch
 
-from tests.cli.conftest import BIN_DIR, PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, run_tool
+from fconv_plugin import precision
 from tests.support import free_port
+from tests.tasks import BIN_DIR, PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, run_tool
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
@@ -16,12 +18,21 @@ def _losses(log):
     return {int(u): float(loss) for loss, u in re.findall(r"train_inner \| .*?loss=([0-9.]+),.*?num_updates=(\d+),", log)}
 
 
-def test_torchrun_two_workers_match_update_freq_two(word_task, tmp_path):
+BF16_UNITS = precision.bf16_units()
+PRECISIONS = [
+    pytest.param([], id="float32"),
+    pytest.param(["--cpu", "--bf16"], id="bf16", marks=pytest.mark.skipif(
+        BF16_UNITS is None, reason="this CPU has no bfloat16 units (AMX-BF16 or AVX-512 BF16): --bf16 is refused")),
+]
+
+
+@pytest.mark.parametrize("precision_options", PRECISIONS)
+def test_torchrun_two_workers_match_update_freq_two(word_task, precision_options):
     _, data_bin = word_task
     common = [
         data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, *PAPER_OPTIMIZER, "--dropout", "0",
         "--max-tokens", "300", "--seed", "1", "--max-update", "6", "--no-save",
-        "--no-progress-bar", "--log-format", "simple", "--log-interval", "1",
+        "--no-progress-bar", "--log-format", "simple", "--log-interval", "1", *precision_options,
     ]
     single = run_tool("fairseq-train", *common, "--update-freq", "2")
     distributed = subprocess.run(
@@ -34,6 +45,8 @@ def test_torchrun_two_workers_match_update_freq_two(word_task, tmp_path):
     assert "distributed init (rank 1): env://" in log
     if torch.cuda.device_count() == 0:  # the plugin's CPU fallback, said in the log
         assert "no GPU, using --ddp-backend legacy_ddp" in log
+    if precision_options:
+        assert log.count(f"--bf16 on the CPU ({BF16_UNITS}): products and convolutions in bfloat16") == 2  # each worker
     expected, actual = _losses(single.stdout + single.stderr), _losses(log)
     assert sorted(expected) == list(range(1, 7)) and sorted(actual) == list(range(1, 7))
     for update in range(1, 7):

@@ -16,8 +16,7 @@ from fairseq import checkpoint_utils
 from fairseq.data import Dictionary
 
 from fconv_plugin import FConvModel
-from tests.cli.conftest import PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, run_tool
-
+from tests.tasks import PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, run_tool
 pytestmark = pytest.mark.slow
 
 VALID_SIZE = 60  # tests/cli/conftest.py's valid subsets

@@ -11,8 +11,7 @@ import sys
 
 import pytest
 
-from tests.cli.conftest import BIN_DIR, interactive_answers, run_tool
-
+from tests.tasks import BIN_DIR, interactive_answers, run_tool
 pytestmark = pytest.mark.slow
 
 BLOCKED = ("torch", "fairseq", "fairseq_cli", "fconv_plugin")
@@ -108,12 +107,11 @@ def test_the_directory_holds_what_a_deployment_needs(exported):
     assert size["int8"] < 0.4 * size["float"]
 
 
-def test_int8_graphs_translate_as_torchs_int8_model(exported, without_torch, tmp_path):
+def test_int8_graphs_translate_as_torchs_int8_model(exported, without_torch, int8_checkpoint, tmp_path):
     """--int8 exports fconv-quantize's arithmetic (per-row scales, exact int32 sums, float64
     attention): fairseq-interactive on fconv-quantize's checkpoint is the reference."""
     data_bin, checkpoint, root, pipeline = exported
-    quantized = tmp_path / "int8.pt"
-    run_tool("fconv-quantize", checkpoint, quantized)
+    quantized = int8_checkpoint  # fconv-quantize of the same checkpoint_best.pt
     lines = _sentences(40, seed=7)
     expected = interactive_answers(data_bin, quantized, lines, "--source-lang", "src", "--target-lang", "tgt", *pipeline)
     result = onnx_translate(root / "int8", lines, "--print-scores", blocked_dir=without_torch)
@@ -143,15 +141,14 @@ def test_a_directory_that_is_not_an_export_is_refused_in_one_line(tmp_path, with
         f"fconv-onnx-translate: error: {tmp_path} has no manifest.json; give a directory written by fconv-export")
 
 
-def test_export_refuses_a_used_directory_an_int8_checkpoint_and_bpe_without_codes(exported, tmp_path):
+def test_export_refuses_a_used_directory_an_int8_checkpoint_and_bpe_without_codes(exported, int8_checkpoint, tmp_path):
     data_bin, checkpoint, root, _ = exported
     before = (root / "float" / "manifest.json").read_bytes()
     used = run_tool("fconv-export", checkpoint, data_bin, root / "float", check=False)
     assert used.returncode == 1 and used.stderr.strip().splitlines()[-1] == (
         f"fconv_plugin: error: {root / 'float'} exists and is not an empty directory; give a new one (nothing was overwritten)")
     assert (root / "float" / "manifest.json").read_bytes() == before
-    run_tool("fconv-quantize", checkpoint, tmp_path / "int8.pt")
-    int8 = run_tool("fconv-export", tmp_path / "int8.pt", data_bin, tmp_path / "out", check=False)
+    int8 = run_tool("fconv-export", int8_checkpoint, data_bin, tmp_path / "out", check=False)
     assert int8.returncode == 1 and "is an fconv-quantize (int8) checkpoint; export the float32 checkpoint" in int8.stderr
     no_codes = run_tool("fconv-export", checkpoint, data_bin, tmp_path / "out", "--bpe", "subword_nmt", check=False)
     assert no_codes.returncode == 1 and no_codes.stderr.strip().splitlines()[-1].endswith("--bpe subword_nmt needs --bpe-codes "

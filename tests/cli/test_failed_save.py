@@ -6,24 +6,20 @@ import resource
 
 import pytest
 
-from tests.cli.conftest import PLUGIN_DIR, SMALL_MODEL, run_tool
+from tests.tasks import PLUGIN_DIR, TWENTY_UPDATES, run_tool
 from tests.support import checkpoint_updates, load_raw_checkpoint
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 
 def _train(data_bin, save_dir, max_update, **kwargs):
-    return run_tool(
-        "fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, "--optimizer", "adam", "--lr", "0.003",
-        "--max-tokens", "300", "--max-update", max_update, "--save-dir", save_dir, "--save-interval-updates", "10",
-        "--seed", "1", "--no-progress-bar", "--log-format", "simple", **kwargs,
-    )
+    """The 20-update run's command (``TWENTY_UPDATES``) with another --max-update."""
+    return run_tool("fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *TWENTY_UPDATES, "--max-update", max_update,
+                    "--save-dir", save_dir, **kwargs)
 
 
-def test_a_write_that_fails_leaves_no_partial_file_and_loses_nothing(word_task, tmp_path):
-    _, data_bin = word_task
-    save_dir = tmp_path / "checkpoints"
-    _train(data_bin, save_dir, 20)
+def test_a_write_that_fails_leaves_no_partial_file_and_loses_nothing(twenty_update_run):
+    data_bin, save_dir, _ = twenty_update_run
     before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in save_dir.glob("*.pt")}
     size = (save_dir / "checkpoint_last.pt").stat().st_size
     limit = size // 2  # below one checkpoint: the next save fails half way

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from tests.cli.conftest import PLUGIN_DIR, SMALL_MODEL, run_tool
+from tests.tasks import PLUGIN_DIR, TWENTY_UPDATES, run_tool
 from tests.support import checkpoint_updates
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
@@ -15,17 +15,14 @@ def _digests(save_dir):
     return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(save_dir.glob("*.pt"))}
 
 
-def test_restarting_a_finished_run_changes_no_checkpoint(word_task, tmp_path):
-    _, data_bin = word_task
-    save_dir = tmp_path / "checkpoints"
+def test_restarting_a_finished_run_changes_no_checkpoint(twenty_update_run):
+    data_bin, save_dir, first = twenty_update_run
 
     def command(max_update):
-        return ["fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, "--optimizer", "adam", "--lr", "0.003",
-                "--max-tokens", "300", "--max-update", str(max_update), "--save-dir", save_dir,
-                "--save-interval-updates", "10", "--seed", "1", "--no-progress-bar", "--log-format", "simple"]
+        return ["fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *TWENTY_UPDATES, "--max-update", str(max_update),
+                "--save-dir", save_dir]
 
-    first = run_tool(*command(20))
-    assert "done training" in first.stdout + first.stderr
+    assert "done training" in first
     finished = _digests(save_dir)
     assert checkpoint_updates(save_dir / "checkpoint_last.pt") == 20
 

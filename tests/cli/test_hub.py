@@ -8,8 +8,7 @@ import sys
 import pytest
 
 from fconv_plugin import FConvModel
-from tests.cli.conftest import BIN_DIR, PLUGIN_DIR
-
+from tests.tasks import BIN_DIR, PLUGIN_DIR
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 

@@ -19,8 +19,7 @@ from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq_cli import generate, interactive, preprocess, train
 
 import fconv_plugin
-from tests.cli.conftest import PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, word_translation_pair, write_corpus
-
+from tests.tasks import PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, word_translation_pair, write_corpus
 pytestmark = pytest.mark.slow
 
 SIZES = (("train", 300), ("valid", 21), ("test", 10))  # 21: not a multiple of 8

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.support import load_raw_checkpoint
-from tests.cli.conftest import BIN_DIR, PLUGIN_DIR, SMALL_MODEL, preprocess, valid_losses, write_corpus
+from tests.tasks import BIN_DIR, PLUGIN_DIR, SMALL_MODEL, preprocess, valid_losses, write_corpus
 from tests.support import checkpoint_updates
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools

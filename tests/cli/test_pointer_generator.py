@@ -7,7 +7,7 @@ import pytest
 from matplotlib import image
 
 from fconv_plugin import FConvModel
-from tests.cli.conftest import PLUGIN_DIR, run_tool, train_names_model
+from tests.tasks import PLUGIN_DIR, run_tool, train_names_model
 from tests.cli.test_alignment import _hypotheses_and_alignments
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools

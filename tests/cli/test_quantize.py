@@ -7,7 +7,7 @@ import torch
 import pytest
 
 from fconv_plugin import FConvModel
-from tests.cli.conftest import PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, run_tool
+from tests.tasks import PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, run_tool
 from tests.support import load_raw_checkpoint
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools

@@ -12,8 +12,7 @@ import pytest
 
 import sacrebleu
 
-from tests.cli.conftest import PLUGIN_DIR, run_tool
-
+from tests.tasks import PLUGIN_DIR, run_tool
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 

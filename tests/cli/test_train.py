@@ -5,8 +5,7 @@ from fairseq import checkpoint_utils
 
 from fconv_plugin.models import FConvModel
 from tests.support import load_raw_checkpoint
-from tests.cli.conftest import PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, run_tool, valid_losses
-
+from tests.tasks import PAPER_OPTIMIZER, PLUGIN_DIR, SMALL_MODEL, run_tool, valid_losses
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 

@@ -4,8 +4,7 @@ import random
 
 import pytest
 
-from tests.cli.conftest import interactive_answers, run_tool
-
+from tests.tasks import interactive_answers, run_tool
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 
@@ -13,7 +12,7 @@ def _line(rng):
     return " ".join(f"s{rng.randrange(30)}" for _ in range(rng.randint(3, 9)))
 
 
-def test_a_file_keeps_its_paragraphs_and_each_line_is_fairseq_interactives(trained_model, tmp_path):
+def test_a_file_keeps_its_paragraphs_and_each_line_is_fairseq_interactives(trained_model, int8_checkpoint, tmp_path):
     data_bin, save_dir, _ = trained_model
     checkpoint = save_dir / "checkpoint_best.pt"
     rng = random.Random(4)
@@ -34,9 +33,7 @@ def test_a_file_keeps_its_paragraphs_and_each_line_is_fairseq_interactives(train
     # in two decoding processes, one batch each (--batch-size 2), too
     assert run_tool("fconv-translate", data_bin, "--path", checkpoint, "--workers", "2", "--batch-size", "2",
                     input=text).stdout == output.read_text()
-    int8 = tmp_path / "int8.pt"
-    run_tool("fconv-quantize", checkpoint, int8)
-    int8_text = run_tool("fconv-translate", data_bin, "--path", int8, input=text).stdout
+    int8_text = run_tool("fconv-translate", data_bin, "--path", int8_checkpoint, input=text).stdout
     assert int8_text.count("\n") == text.count("\n") and all(word.startswith("t") for word in int8_text.split())
 
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.cli.conftest import run_tool, trained_model, word_task  # noqa: F401
+from tests.tasks import run_tool
 
 
 def _option_groups(help_text):
@@ -41,7 +41,7 @@ def test_importing_the_plugin_leaves_the_programs_logging_as_it_was():
 
 
 @pytest.mark.slow
-def test_a_healthy_run_prints_no_debug_line_and_no_warning(trained_model, tmp_path):  # noqa: F811
+def test_a_healthy_run_prints_no_debug_line_and_no_warning(trained_model, tmp_path):
     data_bin, save_dir, _ = trained_model
     source = tmp_path / "in.txt"
     source.write_text("s1 s2 s3\n\ns4 s5\n")

@@ -1,17 +1,20 @@
 """The inference core against fairseq-interactive: the same texts and scores, options on the
 call, documents, --replace-unk, int8 and copying models."""
 
+import logging
 import random
+from types import SimpleNamespace
 
 import pytest
 import torch
 from fairseq.tasks import FairseqTask
 
+from fconv_plugin import precision
 from fconv_plugin.errors import FConvError
 from fconv_plugin.inference import Translator
-from fconv_plugin.inference.translator import source_tokens
-from tests.support import make_dictionary
-from tests.cli.conftest import interactive_answers, run_tool, trained_model, unk_model, word_task  # noqa: F401
+from fconv_plugin.inference.translator import place_model, source_tokens
+from tests.support import DictionaryTask, build_plugin_model, make_dictionary
+from tests.tasks import interactive_answers
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
@@ -22,7 +25,7 @@ def _sentences(count, seed):
 
 
 @pytest.fixture(scope="module")
-def translator(trained_model):  # noqa: F811
+def translator(trained_model):
     data_bin, save_dir, _ = trained_model
     return Translator.from_pretrained(save_dir / "checkpoint_best.pt", data_bin, beam=5)
 
@@ -32,7 +35,7 @@ def _same(hypothesis, answer):
 
 
 @pytest.mark.parametrize("beam", [1, 5])
-def test_single_sentences_are_fairseq_interactives_d_lines(translator, trained_model, beam):  # noqa: F811
+def test_single_sentences_are_fairseq_interactives_d_lines(translator, trained_model, beam):
     data_bin, save_dir, _ = trained_model
     lines = _sentences(16, seed=beam)
     expected = interactive_answers(data_bin, save_dir / "checkpoint_best.pt", lines, beam=beam)
@@ -45,7 +48,7 @@ def test_single_sentences_are_fairseq_interactives_d_lines(translator, trained_m
         assert abs(sum(best.positional_scores) / len(best.tokens) - best.score) < 1e-4
 
 
-def test_undecoded_texts_are_fairseq_interactives_h_lines(trained_model):  # noqa: F811
+def test_undecoded_texts_are_fairseq_interactives_h_lines(trained_model):
     """decode=False: each text as the model's tokens give it (the H line), which ``decode``
     (Moses here) turns into the default text."""
     data_bin, save_dir, _ = trained_model
@@ -60,7 +63,7 @@ def test_undecoded_texts_are_fairseq_interactives_h_lines(trained_model):  # noq
     assert [r.best.text for r in translator.translate(lines)] == [e["text"] for e in expected]
 
 
-def test_options_live_on_the_call_and_the_model_stays_as_built(translator, trained_model):  # noqa: F811
+def test_options_live_on_the_call_and_the_model_stays_as_built(translator, trained_model):
     data_bin, save_dir, _ = trained_model
     decoder = translator.models[0].decoder
     built = (decoder.need_attn, decoder.share_attention_across_beam)
@@ -107,7 +110,7 @@ def test_a_1500_token_paragraph_and_an_unbroken_1500_token_sentence_are_translat
         assert all(translator.token_count(translator.encode(t.source)) <= 200 for t in document.sentences)
 
 
-def test_replace_unk_gives_fairseq_interactives_text(unk_model):  # noqa: F811
+def test_replace_unk_gives_fairseq_interactives_text(unk_model):
     root, data_bin, checkpoint = unk_model
     lines = [line.strip() for line in open(root / "test.src")][:30]
     expected = interactive_answers(data_bin, checkpoint, lines, "--replace-unk")
@@ -119,11 +122,9 @@ def test_replace_unk_gives_fairseq_interactives_text(unk_model):  # noqa: F811
     assert any("<unk>" in r.best.text for r in plain)
 
 
-def test_an_int8_checkpoint_translates_and_is_batch_invariant(trained_model, tmp_path):  # noqa: F811
-    data_bin, save_dir, _ = trained_model
-    int8 = tmp_path / "int8.pt"
-    run_tool("fconv-quantize", save_dir / "checkpoint_best.pt", int8)
-    translator = Translator.from_pretrained(int8, data_bin)
+def test_an_int8_checkpoint_translates_and_is_batch_invariant(trained_model, int8_checkpoint):
+    data_bin, _, _ = trained_model
+    translator = Translator.from_pretrained(int8_checkpoint, data_bin)
     assert translator.int8
     lines = _sentences(12, seed=11)
     batched = translator.translate(lines)
@@ -131,7 +132,7 @@ def test_an_int8_checkpoint_translates_and_is_batch_invariant(trained_model, tmp
     assert [(b.best.text, b.best.score) for b in batched] == [(a.best.text, a.best.score) for a in alone]
 
 
-def test_the_cores_search_and_fairseqs_generator_give_the_same_translations(translator, trained_model):  # noqa: F811
+def test_the_cores_search_and_fairseqs_generator_give_the_same_translations(translator, trained_model):
     """``Translator(search="fairseq")`` runs fairseq's SequenceGenerator: the reference the
     vectorised search (``inference/beam_search.py``) must equal, texts, scores and alignments."""
     data_bin, save_dir, _ = trained_model
@@ -146,9 +147,10 @@ def test_the_cores_search_and_fairseqs_generator_give_the_same_translations(tran
         Translator.from_pretrained(save_dir / "checkpoint_best.pt", data_bin, search="greedy")
 
 
-def test_the_model_runs_where_and_in_the_precision_fairseq_interactive_would(trained_model, tmp_path):  # noqa: F811
-    """``--cpu`` keeps it on the CPU; ``--fp16``/``--bf16`` need a GPU and int8 needs the
-    CPU, each refused in one line where it cannot run (on a machine without a GPU, as here)."""
+def test_the_model_runs_where_and_in_the_precision_fairseq_interactive_would(trained_model, int8_checkpoint):
+    """``--cpu`` keeps it on the CPU; ``--fp16`` needs a GPU, ``--bf16`` a GPU or a CPU with
+    bfloat16 units, and int8 the CPU, each refused in one line where it cannot run (on a
+    machine without a GPU, as here)."""
     data_bin, save_dir, _ = trained_model
     checkpoint = save_dir / "checkpoint_best.pt"
     translator = Translator.from_pretrained(checkpoint, data_bin, cpu=True)
@@ -156,13 +158,37 @@ def test_the_model_runs_where_and_in_the_precision_fairseq_interactive_would(tra
     assert {p.dtype for p in translator.models[0].parameters()} == {torch.float32}
     if torch.cuda.is_available():  # the GPU path is run by benchmarks/gpu.py on a GPU machine
         return
-    for flag in ("fp16", "bf16"):
-        with pytest.raises(FConvError, match=f"^--{flag} needs a GPU and none is in use; drop --{flag}"):
-            Translator.from_pretrained(checkpoint, data_bin, **{flag: True})
-    int8 = tmp_path / "int8.pt"
-    run_tool("fconv-quantize", checkpoint, int8)
+    with pytest.raises(FConvError, match="^--fp16 needs a GPU and none is in use; drop --fp16"):
+        Translator.from_pretrained(checkpoint, data_bin, fp16=True)
+    if precision.bf16_units() is None:
+        with pytest.raises(FConvError, match=r"^--bf16 on the CPU needs bfloat16 units \(AMX-BF16 or AVX-512 BF16\)"):
+            Translator.from_pretrained(checkpoint, data_bin, bf16=True)
+    else:  # training's option: translating runs in float32
+        bf16 = Translator.from_pretrained(checkpoint, data_bin, bf16=True)
+        assert {p.dtype for p in bf16.models[0].parameters()} == {torch.float32}
     with pytest.raises(FConvError, match=r"^an int8 model \(fconv-quantize\) computes in int8 and float32; drop --fp16$"):
-        Translator.from_pretrained(int8, data_bin, fp16=True)
+        Translator.from_pretrained(int8_checkpoint, data_bin, fp16=True)
+
+
+@pytest.mark.parametrize("units", ["AVX-512 BF16", "AMX-BF16", None])
+def test_bf16_on_the_cpu_translates_in_float32_with_a_note_or_is_refused_without_units(units, caplog):
+    """The CPU's decision with its bfloat16 units passed in: with them a note points to int8
+    and the float32 model runs; without them one line says to drop --bf16."""
+    dictionary = make_dictionary(12)
+    model = build_plugin_model("fconv", DictionaryTask(dictionary, dictionary), encoder_layers="[(16, 3)]",
+                               decoder_layers="[(16, 3)]", encoder_embed_dim=8, decoder_embed_dim=8,
+                               decoder_out_embed_dim=8)
+    options = SimpleNamespace(common=SimpleNamespace(fp16=False, bf16=True))
+    if units is None:
+        with pytest.raises(FConvError, match="^--bf16 on the CPU needs bfloat16 units .*; drop --bf16 to run in float32$"):
+            place_model(model, options, torch.device("cpu"), cpu_bf16_units=lambda: units)
+        return
+    with caplog.at_level(logging.INFO, logger="fconv_plugin.inference.translator"):
+        place_model(model, options, torch.device("cpu"), cpu_bf16_units=lambda: units)
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert [r.getMessage() for r in caplog.records] == [
+        f"fconv_plugin: --bf16 on the CPU ({units}) is for training; translating runs in float32 "
+        "(for a faster CPU translator, int8 weights: fconv-quantize)"]
 
 
 class _Task(FairseqTask):

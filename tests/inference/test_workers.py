@@ -14,7 +14,6 @@ from fconv_plugin.errors import FConvError
 from fconv_plugin.inference import Translator
 from fconv_plugin.inference.workers import check_workers
 from fconv_plugin.deployment import int8
-from tests.cli.conftest import run_tool, trained_model, word_task  # noqa: F401
 
 pytestmark = pytest.mark.slow  # trains a model
 
@@ -29,7 +28,7 @@ def _worker_pids():
 
 
 @pytest.fixture(scope="module", params=["vectorised", "fairseq"])
-def translator(trained_model, request):  # noqa: F811
+def translator(trained_model, request):
     data_bin, save_dir, _ = trained_model
     translator = Translator.from_pretrained(save_dir / "checkpoint_best.pt", data_bin, beam=5, search=request.param)
     yield translator
@@ -103,10 +102,10 @@ def test_workers_share_the_default_batch_bound_and_a_given_bound_stays(translato
     assert padded_sizes(2, max_tokens=4000) == alone  # a bound the call gives is kept
 
 
-def test_an_int8_model_is_packed_once_before_the_workers_fork_and_translates_as_in_one_process(trained_model, tmp_path):  # noqa: F811
-    data_bin, save_dir, _ = trained_model
-    checkpoint = tmp_path / "int8.pt"
-    run_tool("fconv-quantize", save_dir / "checkpoint_best.pt", checkpoint)
+def test_an_int8_model_is_packed_once_before_the_workers_fork_and_translates_as_in_one_process(trained_model,
+                                                                                             int8_checkpoint):
+    data_bin, _, _ = trained_model
+    checkpoint = int8_checkpoint
     lines = _sentences(24, seed=11)
     fresh = Translator.from_pretrained(checkpoint, data_bin, beam=5)
     weights = [m for m in fresh.models[0].modules() if isinstance(m, int8.Int8Weight)]

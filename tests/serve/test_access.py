@@ -12,7 +12,7 @@ from libretranslatepy import LibreTranslateAPI
 from fconv_plugin.errors import FConvError
 from fconv_plugin.serve.access import ApiKeys, RateLimited
 from fconv_plugin.serve.requests import BadRequest
-from tests.serve.conftest import Server
+from tests.serve.server import Server
 
 
 class Clock:

@@ -10,7 +10,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from fconv_plugin.serve.openapi import openapi_document
-from tests.serve.conftest import Server
+from tests.serve.server import Server
 
 pytestmark = pytest.mark.slow
 

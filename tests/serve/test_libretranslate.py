@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from libretranslatepy import LibreTranslateAPI
 
-from tests.cli.conftest import interactive_answers
+from tests.tasks import interactive_answers
 from tests.serve.test_server import _sentences
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from tests.serve.conftest import Server
+from tests.serve.server import Server
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ import urllib.request
 
 import pytest
 
-from tests.cli.conftest import interactive_answers, run_tool
-from tests.serve.conftest import Server
+from tests.tasks import interactive_answers, run_tool
+from tests.serve.server import Server
 
 pytestmark = pytest.mark.slow
 

@@ -1,12 +1,13 @@
-"""A tiny translation task run through fairseq's own command-line tools."""
+"""The tiny tasks the tests train on, and how the tests run fairseq's own command-line tools.
+
+Plain helpers, imported by the test modules; the session fixtures that train on these
+tasks are in tests/conftest.py, once for the whole session."""
 
 import random
 import re
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 import fconv_plugin
 
@@ -20,6 +21,9 @@ SMALL_MODEL = [
 ]
 # the paper's recipe: NAG, momentum 0.99, gradient norm clipped at 0.1
 PAPER_OPTIMIZER = ["--optimizer", "nag", "--momentum", "0.99", "--clip-norm", "0.1", "--lr", "0.25"]
+# the session's 20-update run (conftest.twenty_update_run), for the tests that train on from it
+TWENTY_UPDATES = [*SMALL_MODEL, "--optimizer", "adam", "--lr", "0.003", "--max-tokens", "300",
+                  "--save-interval-updates", "10", "--seed", "1", "--no-progress-bar", "--log-format", "simple"]
 
 
 def run_tool(tool: str, *args, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
@@ -81,27 +85,6 @@ def valid_losses(log: str):
     return [float(x) for x in re.findall(r"valid on 'valid' subset \| loss ([0-9.]+)", log)]
 
 
-@pytest.fixture(scope="session")
-def word_task(tmp_path_factory):
-    """Binarised data of the tiny task."""
-    root = tmp_path_factory.mktemp("word_task")
-    write_corpus(root, word_translation_pair)
-    return root, preprocess(root, root / "data-bin")
-
-
-@pytest.fixture(scope="session")
-def trained_model(word_task):
-    """A small model trained through fairseq-train --user-dir; (data-bin, checkpoint dir, log)."""
-    root, data_bin = word_task
-    save_dir = root / "checkpoints"
-    result = run_tool(
-        "fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, *PAPER_OPTIMIZER,
-        "--dropout", "0.1", "--max-tokens", "300", "--max-epoch", "10", "--save-dir", save_dir,
-        "--seed", "1", "--no-progress-bar", "--log-format", "simple", "--no-epoch-checkpoints",
-    )
-    return data_bin, save_dir, result.stdout + result.stderr
-
-
 RARE = 400
 
 
@@ -115,20 +98,6 @@ def unk_pair(rng):
         word = (f"r{r}", f"q{r}") if rng.random() < 0.5 else (f"N{r}", f"N{r}")
         source.insert(position, word[0]), target.insert(position, word[1])
     return source, target
-
-
-@pytest.fixture(scope="session")
-def unk_model(tmp_path_factory):
-    """A word-level model whose rare words are only ever <unk>: (text dir, data-bin, checkpoint)."""
-    root = tmp_path_factory.mktemp("unk_task")
-    write_corpus(root, unk_pair, sizes=(("train", 1500), ("valid", 60), ("test", 80)), seed=5)
-    data_bin = preprocess(root, root / "data-bin", "--thresholdsrc", "3", "--thresholdtgt", "3")
-    run_tool(
-        "fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, *PAPER_OPTIMIZER,
-        "--dropout", "0.1", "--max-tokens", "400", "--max-epoch", "12", "--save-dir", root / "checkpoints",
-        "--seed", "1", "--no-progress-bar", "--no-epoch-checkpoints",
-    )
-    return root, data_bin, root / "checkpoints" / "checkpoint_best.pt"
 
 
 NAMES = 1000  # names written in training; NAMES..NAMES+399 only read
@@ -166,16 +135,3 @@ def train_names_model(data_bin, save_dir, arch):
     return save_dir / "checkpoint_best.pt"
 
 
-@pytest.fixture(scope="session")
-def name_task(tmp_path_factory):
-    """A synthetic summarisation task where the summary names the first name of the source:
-    "c3 c7 n12 c1 n1345 c9" -> "n12 c3 c7". In training the names to output are n0..n999,
-    each seen once or twice, and the second names n1000..n1399; the test's names are all
-    n1000..n1399, which the model has read but never written. (root, data-bin, the
-    trained copying checkpoint.)"""
-    root = tmp_path_factory.mktemp("names")
-    write_corpus(root, training_pair, sizes=(("train", 1600), ("valid", 60)), seed=7)
-    write_corpus(root, held_out_pair, sizes=(("test", 60),), seed=8)
-    data_bin = preprocess(root, root / "data-bin", "--joined-dictionary")
-    copying = train_names_model(data_bin, root / "copy", "fconv_gigaword_copy")
-    return root, data_bin, copying
