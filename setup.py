@@ -1,4 +1,3 @@
-import json
 import os
 import re
 import sys
@@ -9,7 +8,21 @@ from setuptools import find_packages, setup
 
 NATIVE = "fconv_plugin/native"
 LOOPS = ("int8_rows", "decoder_step", "beam_candidates")  # fconv_plugin/native/<name>.cpp
-REPORT = "_build_report.json"  # what this install built, read by fconv_plugin/native/__init__.py
+
+
+def _native_build():
+    """fconv_plugin/native/build.py, read by path: the loops' flags and their build report
+    (importing the package would import torch and fairseq, which a build may lack)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fconv_native_build", os.path.join(NATIVE, "build.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+NATIVE_BUILD = _native_build()
+REPORT = NATIVE_BUILD.REPORT  # what this install built, read by fconv_plugin/native/__init__.py
 
 
 def _first_line(error: BaseException) -> str:
@@ -31,8 +44,10 @@ def compiled_loops():
     try:
         from torch.utils.cpp_extension import BuildExtension, CppExtension
     except ImportError:
-        print("fconv_plugin: torch is not installed here; building without the compiled loops "
-              "(install torch first, then this package with --no-build-isolation)", file=sys.stderr)
+        # said where the loader reads it too: pip hides a build's output unless it fails
+        print(f"fconv_plugin: the compiled loops are not built: {NATIVE_BUILD.NO_TORCH_AT_BUILD}", file=sys.stderr)
+        NATIVE_BUILD.write_report({name: NATIVE_BUILD.NO_TORCH_AT_BUILD for name in LOOPS}, False, None,
+                                  directory=NATIVE)
         return {}
 
     class OptionalLoops(BuildExtension):
@@ -82,8 +97,8 @@ def compiled_loops():
 
         def _openmp_flags(self):
             if not hasattr(self, "_openmp"):
-                self._openmp = ["-fopenmp"] if self._compiles("int main() { return omp_get_max_threads(); }",
-                                                              "#include <omp.h>", ["-fopenmp"]) else []
+                self._openmp = list(NATIVE_BUILD.OPENMP) if self._compiles("int main() { return omp_get_max_threads(); }",
+                                                              "#include <omp.h>", NATIVE_BUILD.OPENMP) else []
             return self._openmp
 
         def _compiles(self, body, header, flags):
@@ -102,22 +117,19 @@ def compiled_loops():
         def _write_report(self):
             if not self.extensions:
                 return
-            report = {"torch": __import__("torch").__version__, "openmp": bool(getattr(self, "_openmp", [])),
-                      "loops": {name.rsplit("._", 1)[-1]: reason for name, reason in self._outcome.items()}}
+            loops = {name.rsplit("._", 1)[-1]: reason for name, reason in self._outcome.items()}
             first = self.extensions[0].name
             directories = {os.path.dirname(self.get_ext_fullpath(first))}
             if self._in_tree:
                 directories.add(os.path.dirname(self._in_tree_path(first)) or ".")
             for directory in directories:
                 os.makedirs(directory, exist_ok=True)
-                with open(os.path.join(directory, REPORT), "w") as f:
-                    json.dump(report, f, indent=1)
+                NATIVE_BUILD.write_report(loops, bool(getattr(self, "_openmp", [])), __import__("torch").__version__,
+                                          directory=directory)
 
     extensions = [
-        # no implicit fused multiply-add (torch's rounding); errno never read, so fma and
-        # nearbyint vectorise
         CppExtension(f"fconv_plugin.native._{name}", [f"{NATIVE}/{name}.cpp"], include_dirs=[NATIVE],
-                     extra_compile_args=["-O3", "-ffp-contract=off", "-fno-math-errno"])
+                     extra_compile_args=list(NATIVE_BUILD.COMPILE_ARGS))
         for name in LOOPS
     ]
     return {"ext_modules": extensions, "cmdclass": {"build_ext": OptionalLoops.with_options(use_ninja=False)}}
@@ -161,7 +173,7 @@ setup(
         # the benchmarks' --quick runs are tests)
         "bench": ["ctranslate2"],
     },
-    package_data={"fconv_plugin.serve": ["static/*"], "fconv_plugin.native": ["*.cpp", "*.h"]},
+    package_data={"fconv_plugin.serve": ["static/*"], "fconv_plugin.native": ["*.cpp", "*.h", REPORT]},
     entry_points={
         "console_scripts": [
             "fconv-translate = fconv_plugin.cli.translate:main",

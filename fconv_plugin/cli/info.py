@@ -2,6 +2,7 @@
 
     fconv-info            # versions, CPU features, bfloat16 units, compiled loops, threads
     fconv-info --check    # the same; exit status 1 unless every compiled loop runs
+    fconv-info --build    # compile the loops against the installed torch (an install that left them out)
 
 Versions of Python, torch and fairseq and the plugin; the CPU's features the loops use
 (AVX2, AVX-512, AVX-512 VNNI, AMX) and its bfloat16 units, which decide ``--bf16 --cpu``
@@ -17,6 +18,7 @@ from typing import Dict
 import torch
 
 from .. import __version__, native, precision
+from ..native.build import build_in_place
 
 CPU_FLAGS = {  # /proc/cpuinfo's names
     "AVX2": ("avx2",),
@@ -66,12 +68,18 @@ def report() -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fconv-info", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit with status 1 unless every compiled loop runs")
+    parser.add_argument("--build", action="store_true",
+                        help="compile the compiled loops in place against the installed torch (needs a C++ compiler), "
+                             "then report; exit status 1 unless every loop runs")
     args = parser.parse_args(argv)
+    if args.build:
+        build_in_place(list(native.LOOPS))
+        native.forget()
     print(report())
     if native.switch_problem() is not None:
         print(f"fconv-info: {native.switch_problem()}", file=sys.stderr)
     inactive = [name for name, why in native.states().items() if why is not None]
-    if args.check and inactive:
+    if (args.check or args.build) and inactive:
         print(f"fconv-info: error: compiled loops that do not run: {', '.join(inactive)}", file=sys.stderr)
         return 1
     return 0

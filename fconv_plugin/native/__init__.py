@@ -34,6 +34,8 @@ import logging
 import os
 from typing import Dict, Optional
 
+from .build import NO_TORCH_AT_BUILD, REPORT
+
 logger = logging.getLogger(__name__)
 
 LOOPS = {
@@ -42,7 +44,7 @@ LOOPS = {
     "beam_candidates": "beam search's candidates and bookkeeping",
 }
 SWITCH = "FCONV_NATIVE"
-_REPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build_report.json")
+_REPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), REPORT)
 
 _modules: Dict[str, object] = {}
 _reasons: Dict[str, str] = {}
@@ -103,11 +105,19 @@ def _load(name: str):
         failure = (_build_report().get("loops") or {}).get(name) or "absent"
         if getattr(error, "name", None) == f"{__name__}._{name}":  # no such module: never built
             if failure == "absent":
-                return None, ("not built (installed without torch, or a checkout never installed: "
-                              "pip install --no-build-isolation -e .)")
+                return None, ("not built (a checkout never installed; build them against this torch: "
+                              "fconv-info --build, or pip install --no-build-isolation -e .)")
+            if failure == NO_TORCH_AT_BUILD:
+                return None, f"not built: {failure}"
             return None, f"not built: the install could not compile it ({failure})"
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        return None, f"import error: {first_line} (reinstall the package against this torch)"
+        return None, f"import error: {first_line} (build them again against this torch: fconv-info --build)"
+
+
+def forget() -> None:
+    """Ask again at the next ``module`` call (after ``fconv-info --build`` built the loops)."""
+    _modules.clear()
+    _reasons.clear()
 
 
 def module(name: str):

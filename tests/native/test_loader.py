@@ -16,7 +16,9 @@ import pytest
 
 import fconv_onnx
 import fconv_plugin
-from fconv_plugin import native
+from fconv_plugin import native, precision
+from fconv_plugin.cli.info import bf16_line
+from fconv_plugin.native.build import NO_TORCH_AT_BUILD
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: setup.py and the sources
 LOOPS = list(native.LOOPS)
@@ -96,8 +98,9 @@ def test_an_extension_that_does_not_load_is_named_with_its_import_error(tmp_path
     assert result.returncode == 0, result.stderr
     states = json.loads(result.stdout.splitlines()[-1])
     assert states["int8_rows"].startswith("import error: ")
-    assert states["int8_rows"].endswith("(reinstall the package against this torch)")
-    never_built = "not built (installed without torch, or a checkout never installed: pip install --no-build-isolation -e .)"
+    assert states["int8_rows"].endswith("(build them again against this torch: fconv-info --build)")
+    never_built = ("not built (a checkout never installed; build them against this torch: fconv-info --build, "
+                   "or pip install --no-build-isolation -e .)")
     assert states["decoder_step"] == states["beam_candidates"] == never_built
 
 
@@ -128,6 +131,28 @@ def test_an_install_without_a_compiler_succeeds_and_the_loader_says_why(tmp_path
                                             "int8_rows, decoder_step, beam_candidates")
 
 
+@pytest.mark.slow
+def test_a_build_that_saw_no_torch_says_so_and_fconv_info_builds_the_loops(tmp_path):
+    """pip's build isolation builds in an environment without torch: the build says why where
+    the loader reads it, and ``fconv-info --build``'s compile makes the loop run."""
+    package = _copy_of_the_package(tmp_path / "copy")
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "isolated")], check=True, timeout=300)
+    isolated = tmp_path / "isolated" / "bin" / "python"  # setuptools, no torch: as pip builds
+    build = subprocess.run([str(isolated), "setup.py", "build_ext", "--inplace"], cwd=package, capture_output=True,
+                           text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-3000:]
+    assert build.stderr.splitlines()[0] == f"fconv_plugin: the compiled loops are not built: {NO_TORCH_AT_BUILD}"
+    states = json.loads(_python(STATES, cwd=package, env={"PYTHONPATH": str(package), "FCONV_NATIVE": "1"})
+                        .stdout.splitlines()[-1])
+    assert states == {name: f"not built: {NO_TORCH_AT_BUILD}" for name in LOOPS}
+    built = _python("from fconv_plugin.native.build import build_in_place; build_in_place(['beam_candidates'])",
+                    cwd=package, env={"PYTHONPATH": str(package)})
+    assert built.returncode == 0 and built.stdout.splitlines()[-1] == "fconv-info: built beam_candidates", built.stderr
+    states = json.loads(_python(STATES, cwd=package, env={"PYTHONPATH": str(package), "FCONV_NATIVE": "1"})
+                        .stdout.splitlines()[-1])
+    assert states == {"beam_candidates": None, **{name: f"not built: {NO_TORCH_AT_BUILD}" for name in LOOPS[:2]}}
+
+
 def test_fconv_info_names_versions_features_loops_and_threads():
     result = subprocess.run([str(Path(sys.executable).parent / "fconv-info")], capture_output=True, text=True,
                             timeout=300)
@@ -138,8 +163,10 @@ def test_fconv_info_names_versions_features_loops_and_threads():
 
     assert lines[0] == f"fconv_plugin {fconv_plugin.__version__}"
     assert f"torch {torch.__version__}, fairseq {fairseq.__version__}" in lines[1]
-    assert all(f"{feature} " in lines[2] for feature in ("AVX2", "AVX-512", "AVX-512 VNNI", "AMX"))
-    assert lines[3].startswith(f"threads: {torch.get_num_threads()} ")
+    assert all(f"{feature} " in lines[2] for feature in ("AVX2", "AVX-512", "AVX-512 VNNI", "AMX", "AVX-512 BF16",
+                                                         "AMX-BF16"))
+    assert lines[3] == f"bfloat16 units: {bf16_line(precision.bf16_units())}"
+    assert lines[4].startswith(f"threads: {torch.get_num_threads()} ")
     for name in LOOPS:
         why = native.reason(name)
         expected = "runs" if why is None else f"does not run: {why}"
@@ -153,5 +180,5 @@ def test_the_cpu_features_read_from_cpuinfo(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 fma avx512f avx512_vnni amx_tile\n")
     assert cpu_features(str(cpuinfo)) == {"AVX2": "yes", "FMA": "yes", "AVX-512": "yes", "AVX-512 VNNI": "yes",
-                                          "AMX": "no"}  # amx_int8 missing
+                                          "AMX": "no", "AVX-512 BF16": "no", "AMX-BF16": "no"}  # amx_int8 missing
     assert set(cpu_features(str(tmp_path / "missing")).values()) == {"unknown"}
