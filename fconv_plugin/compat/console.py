@@ -1,12 +1,15 @@
 """The plugin's commands on a terminal: fairseq's own log format at INFO (``LOGLEVEL``
 overrides, as in fairseq's commands), without hydra's DEBUG steps as fairseq composes its
 configuration, or the four lines fairseq's batch iterator logs on every call; and a
-``--help`` that starts with the command's own options (``short_help``)."""
+``--help`` that starts with the command's own options (``short_help``); and a command that
+lacks the parts of its extra says so in one line before it does anything (``require_extra``)."""
 
 import argparse
+import importlib
 import logging
 import os
 import sys
+from typing import Dict
 
 FORMAT = "%(asctime)s | %(levelname)s | %(name)s | %(message)s"  # fairseq_cli's
 DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -68,3 +71,23 @@ def short_help(parser: argparse.ArgumentParser, command: str, usage: str, descri
         if group.title not in order and not group.title.startswith("fairseq"):
             group.title = f"fairseq: {group.title}"
     return parser
+
+
+def require_extra(command: str, extra: str, parts: Dict[str, str]) -> None:
+    """Stop with exit status 2 and one line when a part ``command`` needs cannot be imported:
+    ``parts`` maps each module to the package that installs it, all in ``fconv_plugin[extra]``.
+    Called first, before any option is read or a model loaded."""
+    missing = []
+    for module, package in parts.items():
+        try:
+            importlib.import_module(module)
+        except ImportError as error:  # this part, or another part it imports (fastapi needs python-multipart)
+            absent = parts.get(str(getattr(error, "name", None) or "").split(".")[0], package)
+            if absent not in missing:
+                missing.append(absent)
+    if missing:
+        named = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"
+        verb, pronoun = ("is", "it") if len(missing) == 1 else ("are", "them")
+        print(f"{command}: error: {named} {verb} not installed and {command} needs {pronoun}: "
+              f"pip install 'fconv_plugin[{extra}]'", file=sys.stderr)
+        sys.exit(2)

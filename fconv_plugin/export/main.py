@@ -268,7 +268,12 @@ def export_model(model, task, out_dir: str, options, arch: str) -> spec.Manifest
     return description
 
 
+# what the export imports, by the package of the onnx extra (setup.py) that installs it
+PARTS = {"onnx": "onnx", "onnxscript": "onnxscript"}
+
+
 def main(argv=None) -> None:
+    compat.console.require_extra("fconv-export", "onnx", PARTS)  # before a checkpoint is read
     args = parse_args(argv)
     compat.install()  # checkpoints load safely on torch >= 2.6; errors print as one line
     compat.console.command_logging()  # fairseq's log format, without hydra's DEBUG lines

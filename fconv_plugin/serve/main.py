@@ -13,6 +13,9 @@ from .. import compat, with_plugin_user_dir
 from ..errors import FConvError
 
 GENERATION_BATCH = 32  # sentences in one batch of a round, unless --batch-size or --max-tokens says
+# what the server imports, by the package of the serve extra (setup.py) that installs it
+PARTS = {"fastapi": "fastapi", "uvicorn": "uvicorn", "prometheus_client": "prometheus-client",
+         "python_multipart": "python-multipart", "py3langid": "py3langid", "docx": "python-docx"}
 
 
 def build_parser():
@@ -70,6 +73,7 @@ def _named_checkpoints(args):
 def main(argv=None) -> None:
     import sys
 
+    compat.console.require_extra("fconv-serve", "serve", PARTS)  # before a model loads or a port opens
     argv = with_plugin_user_dir(sys.argv[1:] if argv is None else argv)
     from fairseq import options
 
