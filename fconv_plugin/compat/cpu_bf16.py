@@ -25,7 +25,6 @@ import sys
 
 import torch
 from fairseq import trainer as fairseq_trainer
-from fairseq.dataclass import utils as dataclass_utils
 from omegaconf import open_dict
 
 from .. import precision
@@ -50,15 +49,17 @@ def _option(args) -> str:
     return "--memory-efficient-bf16" if getattr(args, "memory_efficient_bf16", False) else "--bf16"
 
 
-def _reading_cpu_bf16(convert, command=None):
-    """fairseq's conversion of the options, with ``--bf16`` on a CPU read as the CPU's
-    bfloat16; ``command``: the fairseq command it converts for (None: any caller's)."""
+def _reading_cpu_bf16(convert, command: str):
+    """The conversion of the options in fairseq's ``command``, with ``--bf16`` on a CPU read
+    as the CPU's bfloat16: refused here, before anything is written, on a CPU without the
+    units. Only the commands' own conversion is wrapped: a checkpoint's saved options, which
+    fairseq converts as it loads old checkpoints, are never refused."""
 
     def convert_namespace_to_omegaconf(args):
         if wants_cpu_bf16(getattr(args, "bf16", False), getattr(args, "cpu", False), _tpu_asked()):
             units = precision.check_cpu_bf16(precision.bf16_units(), _option(args))
             args.tpu = False  # fairseq's options took --bf16 for a TPU
-            if command is not None and command not in TRAINING:
+            if command not in TRAINING:
                 logger.info("fconv_plugin: %s on the CPU (%s) is for training; this command runs in float32 "
                             "(for a faster CPU translator, int8 weights: fconv-quantize)", _option(args), units)
                 args.bf16 = args.memory_efficient_bf16 = False
@@ -72,8 +73,8 @@ def train_in_mixed_precision(cfg, model, units: str) -> None:
     computes in bfloat16 itself, and fairseq's trainer, told float32, keeps the weights, the
     optimizer and the checkpoints float32 (no model cast, no FP16Optimizer)."""
     model.compute_in_(torch.bfloat16)
-    with open_dict(cfg):
-        cfg.common.bf16 = cfg.common.memory_efficient_bf16 = False
+    with open_dict(cfg):  # fairseq's options took --bf16 for a TPU
+        cfg.common.bf16 = cfg.common.memory_efficient_bf16 = cfg.common.tpu = False
     logger.info("fconv_plugin: --bf16 on the CPU (%s): products and convolutions in bfloat16; weights, "
                 "optimizer state and checkpoints float32", units)
 
@@ -81,7 +82,8 @@ def train_in_mixed_precision(cfg, model, units: str) -> None:
 def _training_in_mixed_precision(trainer_init):
     def __init__(self, cfg, task, model, criterion, *args, **kwargs):
         common = cfg.common
-        if wants_cpu_bf16(common.bf16, common.cpu, common.tpu) and hasattr(model, "compute_in_"):
+        if wants_cpu_bf16(common.bf16, common.cpu, _tpu_asked()) and hasattr(model, "compute_in_"):
+            # also where fairseq_cli.train.main(cfg) is called in-process, past the commands' conversion
             train_in_mixed_precision(cfg, model, precision.check_cpu_bf16(precision.bf16_units(), _option(common)))
         trainer_init(self, cfg, task, model, criterion, *args, **kwargs)
 
@@ -89,7 +91,6 @@ def _training_in_mixed_precision(trainer_init):
 
 
 def install() -> None:
-    patch(dataclass_utils, "convert_namespace_to_omegaconf", "cpu_bf16", _reading_cpu_bf16)
     for command in COMMANDS:
         module = running_cli_module(f"fairseq_cli.{command}")
         if module is not None and hasattr(module, "convert_namespace_to_omegaconf"):
