@@ -153,4 +153,27 @@ def test_fuzz_flipped_bytes(checkpoint_bytes, tmp_path, flips):
         data[int(where * len(data))] = value
     path = tmp_path / "flipped.pt"
     path.write_bytes(bytes(data))
-    _loads_or_one_line_error(path)  # a flip inside a weight still loads; anything else is one line
+    state = _loads_or_one_line_error(path)  # a one-line error, asserted there, or what loaded:
+    if state is not None:  # a flip inside a weight's bytes or a name: the checkpoint, its tensors as written
+        original = _original_state(checkpoint_bytes)
+        assert [(t.shape, t.dtype) for t in state["model"].values()] == \
+            [(t.shape, t.dtype) for t in original["model"].values()]
+        assert isinstance(state["optimizer_history"], list) and len(state["optimizer_history"]) == 1
+
+
+_ORIGINALS = {}
+
+
+def _original_state(checkpoint_bytes):
+    """The unflipped checkpoint as the plugin loads it (once)."""
+    if not _ORIGINALS:
+        import os
+        import tempfile
+
+        with tempfile.NamedTemporaryFile(suffix=".pt", delete=False) as f:
+            f.write(checkpoint_bytes)
+        try:
+            _ORIGINALS["state"] = checkpoint_utils.load_checkpoint_to_cpu(f.name)
+        finally:
+            os.remove(f.name)
+    return _ORIGINALS["state"]
