@@ -12,9 +12,12 @@ so drift and cache effects hit both alike; the report shows medians with their s
 were identical in every repetition (same number, same tokens, same scores). Peak
 memory is measured in a separate process per model, above that process's footprint
 after the imports (torch and fairseq alone take ~400 MB). The same run measures the
-machine's peak GEMM rate (float32 and int8), how close beam-5 decoding comes to it, and
-the training step's rate: its floating-point operations (forward and backward, counted by
-torch.utils.flop_counter) per second against that peak.
+machine's peak GEMM rate (float32, bfloat16 and int8), how close beam-5 decoding comes to
+it, and the training step's rate: its floating-point operations (forward and backward,
+counted by torch.utils.flop_counter) per second against that peak. On a CPU with bfloat16
+units (``fconv_plugin.precision``) the training step also runs in mixed precision, as
+``fairseq-train --cpu --bf16`` trains (``FConvModel.compute_in_``); elsewhere that column
+says why it is left out, and the bfloat16 peak shows why.
 
     .venv/bin/python benchmarks/bench_fconv.py            # full run
     .venv/bin/python benchmarks/bench_fconv.py --quick    # one architecture, one repetition: checks that it runs
@@ -43,6 +46,7 @@ from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models import fconv as reference_fconv  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
+from fconv_plugin import precision  # noqa: E402
 from fconv_plugin.models import ARCHITECTURES, FConvModel  # noqa: E402
 
 VOCAB = {"fconv_iwslt_de_en": 8000, "fconv_wmt_en_de": 40000}  # see the docstring
@@ -78,6 +82,13 @@ def build_models(arch, task, seed=0, overrides=None):
     ours = FConvModel.build_model(_args(arch, **(overrides or {})), task)
     ours.load_state_dict(reference.state_dict())
     return {"plugin": ours, "fairseq": reference}
+
+
+def with_bf16(models):
+    """The plugin's model in mixed precision too (``--bf16`` on a CPU), where the CPU has the units."""
+    if precision.bf16_units() is None:
+        return models
+    return {**models, "plugin bf16": copy.deepcopy(models["plugin"]).compute_in_(torch.bfloat16)}
 
 
 def build_one(arch, task, which):
@@ -187,6 +198,7 @@ def training_step(model, sample, prev, target):
     """One forward and backward pass: what fairseq-train does per batch, without the optimizer."""
     model.zero_grad(set_to_none=True)
     logits, _ = model(sample["src_tokens"], sample["src_lengths"], prev)
+    logits = logits.float()  # the loss in float32, as fairseq's criteria take it (a bfloat16 model's logits)
     loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), target.view(-1), reduction="sum")
     loss.backward()
 
@@ -245,16 +257,20 @@ def copy_bandwidth():
 
 
 def peak_gemm_rates(size=1536):
-    """GFLOP/s of one large float32 matrix product and of the int8 (dynamic) one."""
+    """GFLOP/s of one large float32 matrix product, of the bfloat16 one and of the int8 (dynamic) one."""
     from fconv_plugin.deployment.int8 import Int8Weight
 
     a, b = torch.randn(size, size), torch.randn(size, size)
+    # without bfloat16 units torch emulates it at about 1 GFLOP/s: half the size (an eighth of the work)
+    half = size if precision.bf16_units() else size // 2
+    a16, b16 = a[:half, :half].bfloat16(), b[:half, :half].bfloat16()
     int8 = Int8Weight.from_float(b)
     rates = {}
-    for name, product in (("float32", lambda: a @ b.t()), ("int8", lambda: int8.linear(a, None))):
+    for name, product, n in (("float32", lambda: a @ b.t(), size), ("bfloat16", lambda: a16 @ b16.t(), half),
+                             ("int8", lambda: int8.linear(a, None), size)):
         product()
         seconds = min(time_call(product)[0] for _ in range(5))
-        rates[name] = 2 * size**3 / seconds / 1e9
+        rates[name] = 2 * n**3 / seconds / 1e9
     return rates
 
 
@@ -326,12 +342,13 @@ def main(argv=None):
     reps = args.repeats
     bandwidth = copy_bandwidth()
     results = {"threads": torch.get_num_threads(), "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
+               "bf16_units": precision.bf16_units(),
                "copy_bandwidth_GBps": bandwidth / 1e9, "peak_gemm_GFLOPs": peak_gemm_rates(), "archs": {}}
     for arch in args.archs:
         task = make_task(arch)
         arch_results = {"vocabulary": len(task.target_dictionary)}
         models = build_models(arch, task)
-        arch_results["train_step"] = bench_training(models, task, reps)
+        arch_results["train_step"] = bench_training(with_bf16(models), task, reps)
         if args.train_only:
             results["archs"][arch] = arch_results
             continue
@@ -356,7 +373,11 @@ def print_table(results):
     peak = results["peak_gemm_GFLOPs"]
     print(harness.machine())
     print(f"torch {results['torch']}, {results['threads']} threads, copy bandwidth {results['copy_bandwidth_GBps']:.1f} GB/s, "
-          f"peak GEMM {peak['float32']:.0f} GFLOP/s float32, {peak['int8']:.0f} GFLOP/s int8 (1536^3)")
+          f"peak GEMM {peak['float32']:.0f} GFLOP/s float32, {peak['bfloat16']:.1f} GFLOP/s bfloat16"
+          f"{'' if results['bf16_units'] else ' (768^3)'}, {peak['int8']:.0f} GFLOP/s int8 (1536^3)")
+    units = results["bf16_units"]
+    print(f"bfloat16 units: {units} (the training step also runs as fairseq-train --cpu --bf16 trains)" if units else
+          "bfloat16 units: none (AMX-BF16 or AVX-512 BF16): --bf16 --cpu is refused here, so no bfloat16 training step")
     print("speeds: median of the repetitions (± interquartile range / median); memory: peak above the imports")
     header = (f"{'arch (vocabulary)':<24} {'measure':<34} {'fairseq':>15} {'plugin':>15} {'plugin int8':>15}"
               f" {'plugin/fairseq':>15} {'int8/fairseq':>13}")
@@ -372,6 +393,12 @@ def print_table(results):
         print(f"{name:<24}   train step (forward + backward, {train['flops_per_step']['plugin'] / 1e9:.1f} GFLOP): "
               f"fairseq {rates['fairseq']:.0f} GFLOP/s ({rates['fairseq'] / peak['float32']:.0%} of the float32 peak), "
               f"plugin {rates['plugin']:.0f} GFLOP/s ({rates['plugin'] / peak['float32']:.0%})")
+        if "plugin bf16" in rates:
+            words = train["target_words_per_s"]
+            print(f"{name:<24}   train step in bfloat16 (--bf16): {words['plugin bf16']:.1f} target words/s "
+                  f"±{train['spread']['plugin bf16']:.0%}, {words['plugin bf16'] / words['plugin']:.2f}x float32's, "
+                  f"{words['plugin bf16'] / words['fairseq']:.2f}x fairseq's; {rates['plugin bf16']:.0f} GFLOP/s "
+                  f"({rates['plugin bf16'] / peak['bfloat16']:.0%} of the bfloat16 peak)")
         if "peak_rss_MB" not in r:
             continue
         for setting in GEN_SETTINGS:
