@@ -53,6 +53,15 @@ def check_cpu_bf16(units: Optional[str], option: str = "--bf16") -> str:
     return units
 
 
+def decoding_in_float32(units: Optional[str], option: str, what: str) -> str:
+    """``--bf16`` for decoding on a CPU: refused without ``units`` (``check_cpu_bf16``); with
+    them ``what`` runs in float32 (bfloat16 decoding has not been measured to pay on a CPU),
+    and this is the note that says so."""
+    units = check_cpu_bf16(units, option)
+    return (f"fconv_plugin: {option} on the CPU ({units}) is for training; {what} runs in float32 "
+            "(for a faster CPU translator, int8 weights: fconv-quantize)")
+
+
 SETTINGS = ("auto", "fp32", "bf16")
 
 

@@ -57,12 +57,12 @@ def _reading_cpu_bf16(convert, command: str):
 
     def convert_namespace_to_omegaconf(args):
         if wants_cpu_bf16(getattr(args, "bf16", False), getattr(args, "cpu", False), _tpu_asked()):
-            units = precision.check_cpu_bf16(precision.bf16_units(), _option(args))
-            args.tpu = False  # fairseq's options took --bf16 for a TPU
-            if command not in TRAINING:
-                logger.info("fconv_plugin: %s on the CPU (%s) is for training; this command runs in float32 "
-                            "(for a faster CPU translator, int8 weights: fconv-quantize)", _option(args), units)
+            if command in TRAINING:
+                precision.check_cpu_bf16(precision.bf16_units(), _option(args))
+            else:
+                logger.info(precision.decoding_in_float32(precision.bf16_units(), _option(args), "this command"))
                 args.bf16 = args.memory_efficient_bf16 = False
+            args.tpu = False  # fairseq's options took --bf16 for a TPU
         return convert(args)
 
     return convert_namespace_to_omegaconf

@@ -274,9 +274,7 @@ def place_model(model, cfg, device: torch.device,
     if int8 and device.type != "cpu":
         raise FConvError("an int8 model (fconv-quantize) runs on the CPU; add --cpu")
     if half == "--bf16" and device.type == "cpu":
-        units = precision.check_cpu_bf16(cpu_bf16_units(), half)
-        logger.info("fconv_plugin: --bf16 on the CPU (%s) is for training; translating runs in float32 "
-                    "(for a faster CPU translator, int8 weights: fconv-quantize)", units)
+        logger.info(precision.decoding_in_float32(cpu_bf16_units(), half, "translating"))
         half = None
     elif half and device.type == "cpu":
         raise FConvError(f"{half} needs a GPU and none is in use; drop {half} (or --cpu) to translate in float32")
