@@ -26,8 +26,7 @@ CPU_FLAGS = {  # /proc/cpuinfo's names
     "AVX-512": ("avx512f",),
     "AVX-512 VNNI": ("avx512_vnni",),
     "AMX": ("amx_tile", "amx_int8"),
-    "AVX-512 BF16": ("avx512_bf16",),
-    "AMX-BF16": ("amx_tile", "amx_bf16"),
+    **{name: flags for name, flags in reversed(precision.BF16_UNITS)},  # the bfloat16 units, as --bf16 reads them
 }
 
 
