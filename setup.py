@@ -2,6 +2,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 
 from setuptools import find_packages, setup
 
@@ -53,6 +54,11 @@ def compiled_loops():
     class OptionalLoops(BuildExtension):
         """torch's extension builder, each loop optional, its outcome written beside it."""
 
+        def finalize_options(self):
+            super().finalize_options()
+            if not self.parallel:  # the loops compile side by side, one a core (build_ext -j N chooses)
+                self.parallel = max(1, min(len(LOOPS), os.cpu_count() or 1))
+
         def run(self):
             self._outcome = {}
             self._in_tree = bool(self.inplace)  # setuptools builds into build/, then copies in place
@@ -95,10 +101,13 @@ def compiled_loops():
             directory = self.get_finalized_command("build_py").get_package_dir(package)
             return os.path.join(directory, os.path.basename(self.get_ext_filename(name)))
 
+        _probing = threading.Lock()  # the loops build in threads; the compiler is asked once
+
         def _openmp_flags(self):
-            if not hasattr(self, "_openmp"):
-                self._openmp = list(NATIVE_BUILD.OPENMP) if self._compiles("int main() { return omp_get_max_threads(); }",
-                                                              "#include <omp.h>", NATIVE_BUILD.OPENMP) else []
+            with self._probing:
+                if not hasattr(self, "_openmp"):
+                    self._openmp = list(NATIVE_BUILD.OPENMP) if self._compiles(
+                        "int main() { return omp_get_max_threads(); }", "#include <omp.h>", NATIVE_BUILD.OPENMP) else []
             return self._openmp
 
         def _compiles(self, body, header, flags):
