@@ -63,14 +63,14 @@ def parse(parser: argparse.ArgumentParser, argv=None) -> argparse.Namespace:
 
 
 def quick_run(directory: Optional[Path] = None) -> Path:
-    """A quickstart run with 8 updates and no evaluation (``FCONV_QUICK_RUN`` or a directory
-    under the system's temporary one, made once and reused)."""
+    """A quickstart run with 8 updates, 40 validation and 40 test verses, and no evaluation
+    (``FCONV_QUICK_RUN`` or a directory under the system's temporary one, made once and reused)."""
     directory = Path(directory or os.environ.get("FCONV_QUICK_RUN") or Path(tempfile.gettempdir()) / "fconv-quick-run")
     if (directory / "checkpoints" / "checkpoint_best.pt").exists():
         return directory
     if directory.exists() and any(directory.iterdir()):
         raise SystemExit(f"{directory} exists without a finished quick run; delete it or set FCONV_QUICK_RUN")
-    env = {**os.environ, "UPDATES": "8", "WORK_DIR": str(directory), "EVALUATE": "0"}
+    env = {**os.environ, "UPDATES": "8", "VALID": "40", "TEST": "40", "WORK_DIR": str(directory), "EVALUATE": "0"}
     subprocess.run(["bash", str(QUICKSTART)], check=True, env=env, stdout=subprocess.DEVNULL)
     return directory
 
@@ -133,12 +133,20 @@ def take_turns(forms: Dict[str, Callable[[], object]], repeats: int) -> Dict[str
 class Child:
     """A benchmark's form in a process of its own (its own environment: ``FCONV_NATIVE``, its
     own peak memory), kept running and asked for one measurement at a time, so that forms in
-    several processes still take turns: ``measure()`` sends one line and reads one JSON line."""
+    several processes still take turns: ``measure()`` sends one line and reads one JSON line.
+    Children start side by side (their start-up is not measured); ``ready`` waits for one."""
 
     def __init__(self, command: Sequence[str], env: Optional[Dict[str, str]] = None):
         self.process = subprocess.Popen([sys.executable, *command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         text=True, env={**os.environ, **(env or {})}, cwd=ROOT)
-        self.ready = self._answer()
+        self._ready: Optional[dict] = None
+
+    @property
+    def ready(self) -> dict:
+        """The child's first line, once it has loaded and warmed up."""
+        if self._ready is None:
+            self._ready = self._answer()
+        return self._ready
 
     def _answer(self) -> dict:
         line = self.process.stdout.readline()
@@ -162,6 +170,8 @@ def take_turns_in_children(children: Dict[object, "Child"], repeats: int):
     ``repeats`` times in alternating order, and its last answer; the children closed after."""
     seconds: Dict[object, List[float]] = {key: [] for key in children}
     answers: Dict[object, dict] = {}
+    for child in children.values():  # every child loaded before any measures: none measures beside a start-up
+        child.ready
     for repeat in range(repeats):
         for key in turns(list(children), repeat):
             answers[key] = children[key].measure()

@@ -133,9 +133,10 @@ def against(args, forms) -> None:
                        "--call", str(args.call), "--threads", str(args.threads)]
             env = {"FCONV_NATIVE": "1", "PYTHONPATH": str(checkout)}
             children[form, name] = harness.Child(command, env=env)
-            package = Path(children[form, name].ready["package"]).resolve()
-            if not package.is_relative_to(checkout):
-                raise SystemExit(f"the {name} child loaded {package}, not the checkout's package")
+    for (form, name), child in children.items():
+        package = Path(child.ready["package"]).resolve()
+        if not package.is_relative_to(checkouts[name]):
+            raise SystemExit(f"the {name} child loaded {package}, not the checkout's package")
     seconds, answers = harness.take_turns_in_children(children, args.repeats)
     texts = {key: answer["texts"] for key, answer in answers.items()}
     print(f"{args.sentences} test verses of {args.run.name}, beam 5, calls of {args.call}, {args.repeats} turns, "
