@@ -19,6 +19,8 @@
 #   SEED=N       training seed (default 1)
 #   EVALUATE=0   validate once, at the last update, and stop after training and its curve
 #                (the benchmarks' --quick runs; default 1)
+#   VALID=N TEST=N  held-out verse pairs (defaults 300 and 500; the benchmarks' --quick
+#                runs hold out fewer, so that what reads the test verses is quick too)
 #   PRECISION=auto|fp32|bf16  training's arithmetic: auto (default) trains in bf16 (fairseq's
 #                --bf16: bfloat16 products, float32 weights) on a CPU with bfloat16 units
 #                (AMX-BF16 or AVX-512 BF16), else in fp32; translating is float32 either way
@@ -31,6 +33,8 @@ updates=${UPDATES:-600}
 recipe=${RECIPE:-adam}
 seed=${SEED:-1}
 evaluate=${EVALUATE:-1}
+valid=${VALID:-300}
+test=${TEST:-500}
 work=${WORK_DIR:-$here/runs/$(date +%Y%m%d-%H%M%S)}
 start=$(date +%s)
 step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
@@ -45,6 +49,8 @@ source "$repo/examples/lib/precision.sh"
 case "$updates" in ''|*[!0-9]*) fail "UPDATES must be a whole number of training updates, got '$updates'";; esac
 case "$seed" in ''|*[!0-9]*) fail "SEED must be a whole number, got '$seed'";; esac
 case "$evaluate" in 0|1) ;; *) fail "EVALUATE must be 0 or 1, got '$evaluate'";; esac
+case "$valid" in ''|*[!0-9]*|0) fail "VALID must be a whole number of verse pairs above 0, got '$valid'";; esac
+case "$test" in ''|*[!0-9]*|0) fail "TEST must be a whole number of verse pairs above 0, got '$test'";; esac
 case "$recipe" in
     adam) optimiser=(--optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.1 --lr 0.003
                      --lr-scheduler polynomial_decay --warmup-updates "$(( updates / 6 ))"
@@ -65,7 +71,7 @@ echo "writing to $work"
 echo "training precision: $precision ($precision_reason)"
 
 step "1/8 corpus: split the verse pairs into train / valid / test"
-python "$here/split_corpus.py" "$here/data" . --valid 300 --test 500 --max-words 50
+python "$here/split_corpus.py" "$here/data" . --valid "$valid" --test "$test" --max-words 50
 
 step "2/8 Moses tokenisation (the tokenizer fairseq-interactive --tokenizer moses runs)"
 for split in train valid test; do
@@ -133,8 +139,9 @@ echo "on $test_verses held-out verses:            sacreBLEU   chrF"
 printf '  %-37s %6s %6s\n' "fconv_plugin (beam 5)" "$model_bleu" "$model_chrf" \
     "baseline: copy the Spanish source" "$copy_bleu" "$copy_chrf"
 echo
-echo "examples (every 100th test verse):"
-for n in 1 101 201 301 401; do
+stride=$(( test_verses >= 5 ? test_verses / 5 : 1 ))
+echo "examples (every ${stride}th test verse):"
+for n in $(seq 1 "$stride" "$test_verses" | head -n 5); do
     printf '  es:  %s\n  ref: %s\n  hyp: %s\n\n' "$(sed -n "${n}p" test.raw.es)" "$(sed -n "${n}p" test.raw.en)" \
         "$(sed -n "${n}p" test.hyp.en)"
 done
