@@ -151,13 +151,15 @@ def main(argv=None):
     args = harness.parse(parser, argv)
     if args.quick:
         args.verses = 16
+    # a quick run's model (8 updates) writes to the length bound: --quick bounds it at 10 tokens
+    bound = (0.0, 10) if args.quick else (0.0, 200)
     torch.set_num_threads(THREADS)
     print(f"{harness.machine()}, onnxruntime {__import__('onnxruntime').__version__}")
     everything = {}
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = args.run
         model, task, checkpoint = load_quickstart(run_dir)
-        engines = Engines(model, task, "fconv_iwslt_de_en", Path(tmp) / "quickstart",
+        engines = Engines(model, task, "fconv_iwslt_de_en", Path(tmp) / "quickstart", max_len=bound,
                           text_options=("--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", str(run_dir / "codes")))
         batches = {"beam5_batch16": quickstart_batches(run_dir, task, engines, args.verses, 16),
                    "beam1_batch1": quickstart_batches(run_dir, task, engines, args.verses // 4, 1)}

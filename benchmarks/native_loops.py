@@ -30,6 +30,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
@@ -43,8 +44,10 @@ FAIRSEQ_SEARCH = "fairseq's SequenceGenerator"
 FORMS = ("float32", "int8")
 
 
-def child(run: Path, form: str, search: str, sentences: int, call: int, threads: int) -> None:
-    """One setting's process: load, warm up, then time one pass per line of stdin."""
+def child(run: Path, form: str, search: str, sentences: int, call: int, threads: int,
+          max_len_b: Optional[int] = None) -> None:
+    """One setting's process: load, warm up, then time one pass per line of stdin (outputs of at
+    most ``max_len_b`` tokens where given; else the translator's own bound)."""
     import torch
 
     warnings.filterwarnings("ignore")
@@ -56,13 +59,15 @@ def child(run: Path, form: str, search: str, sentences: int, call: int, threads:
     encoded = [translator.encode(line) for line in lines]
     order = sorted(range(len(lines)), key=lambda i: translator.token_count(encoded[i]))  # as fairseq batches
     calls = [order[i:i + call] for i in range(0, len(order), call)]
-    translator.translate([lines[i] for i in calls[0]], encoded=[encoded[i] for i in calls[0]])  # warm-up
+    bound = {} if max_len_b is None else {"max_len_a": 0.0, "max_len_b": max_len_b}
+    translator.translate([lines[i] for i in calls[0]], encoded=[encoded[i] for i in calls[0]], **bound)  # warm-up
 
     def measure() -> dict:
         outputs = [None] * len(lines)
         start = time.perf_counter()
         for ids in calls:
-            for i, result in zip(ids, translator.translate([lines[i] for i in ids], encoded=[encoded[i] for i in ids])):
+            for i, result in zip(ids, translator.translate([lines[i] for i in ids], encoded=[encoded[i] for i in ids],
+                                                           **bound)):
                 outputs[i] = result
         seconds = time.perf_counter() - start
         return {"seconds": seconds, "texts": [result.hypotheses[0].text for result in outputs]}
@@ -81,22 +86,27 @@ def main(argv=None):
     parser.add_argument("--against", type=Path, help="another checkout of the plugin to compare with, every loop on")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--search", default="vectorised", help=argparse.SUPPRESS)
+    parser.add_argument("--max-len-b", type=int, help=argparse.SUPPRESS)
     args = harness.parse(parser, argv)
-    if args.quick:  # every child, every loop setting, on a handful of sentences: it runs, its figures mean nothing
-        args.sentences = min(args.sentences, 8)
+    if args.quick:  # every child, every loop setting, on a handful of sentences of at most 10 tokens (a quick
+        # run's model, 8 updates old, writes to the length bound): it runs, its figures mean nothing
+        args.sentences, args.max_len_b = min(args.sentences, 8), 10
     if args.child:
-        return child(args.run, args.child, args.search, args.sentences, args.call, args.threads)
+        return child(args.run, args.child, args.search, args.sentences, args.call, args.threads, args.max_len_b)
     forms = args.forms.split(",")
+    if "int8" in forms:  # made once, here: the children start side by side
+        harness.int8_copy(args.run)
     if args.against:
         return against(args, forms)
     children = {}
+    bound = child_bound(args)
     for form in forms:
         for setting, loops in SETTINGS.items():
             if form == "float32" and setting == "without int8_rows":
                 continue  # float32 models use none of the int8 loops
             command = [__file__, str(args.run), "--child", form, "--sentences", str(args.sentences),
                        "--call", str(args.call), "--threads", str(args.threads),
-                       "--search", "fairseq" if setting == FAIRSEQ_SEARCH else "vectorised"]
+                       "--search", "fairseq" if setting == FAIRSEQ_SEARCH else "vectorised", *bound]
             children[form, setting] = harness.Child(command, env={"FCONV_NATIVE": loops})
     seconds, answers = harness.take_turns_in_children(children, args.repeats)
     texts = {key: answer["texts"] for key, answer in answers.items()}
@@ -118,6 +128,11 @@ def main(argv=None):
     print(f"outputs digest {digest}")
 
 
+def child_bound(args) -> list:
+    """A child's --max-len-b, where one is set."""
+    return [] if args.max_len_b is None else ["--max-len-b", str(args.max_len_b)]
+
+
 def against(args, forms) -> None:
     """Every loop on, this checkout against ``args.against``, taking turns."""
     import fconv_plugin
@@ -130,7 +145,7 @@ def against(args, forms) -> None:
     for form in forms:
         for name, checkout in checkouts.items():
             command = [__file__, str(args.run), "--child", form, "--sentences", str(args.sentences),
-                       "--call", str(args.call), "--threads", str(args.threads)]
+                       "--call", str(args.call), "--threads", str(args.threads), *child_bound(args)]
             env = {"FCONV_NATIVE": "1", "PYTHONPATH": str(checkout)}
             children[form, name] = harness.Child(command, env=env)
     for (form, name), child in children.items():

@@ -458,7 +458,7 @@ def main(argv=None):
               f"            | "
               f"{peak:>7.0f} {sizes[engine] / 2 ** 20:>7.1f} | {model_flops / 1e9:>10.2f}  {share:>5.1f}%")
     text = [r["text_seconds"] for (e, s), rs in results.items() if e.startswith("core") and s == "beam5x16" for r in rs]
-    print(f"text processing (Moses + BPE in and out, 500 verses): {statistics.median(text):.2f} s, outside the rates above")
+    print(f"text processing (Moses + BPE in and out, {len(references)} verses): {statistics.median(text):.2f} s, outside the rates above")
     f32, generate = table["core float32"]["rates"]["beam5x16"], table["fconv fairseq-generate"]["rates"]["beam5x16"]
     i8, ct2 = table["core int8"]["rates"]["beam5x16"], table["ctranslate2 int8"]["rates"]["beam5x16"]
     print(f"at beam 5 x 16, one process of {THREADS} threads: core float32 / fairseq-generate {f32 / generate:.2f}x "
