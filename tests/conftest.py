@@ -113,6 +113,15 @@ def int8_checkpoint(trained_model, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def copying_int8_checkpoint(name_task, tmp_path_factory):
+    """``name_task``'s copying checkpoint quantised by fconv-quantize, once for the session."""
+    _, data_bin, copying = name_task
+    checkpoint = tmp_path_factory.mktemp("copying_int8") / "int8.pt"
+    run_tool("fconv-quantize", copying, checkpoint, "--data", data_bin)
+    return checkpoint
+
+
+@pytest.fixture(scope="session")
 def _twenty_update_run(word_task, tmp_path_factory):
     _, data_bin = word_task
     save_dir = tmp_path_factory.mktemp("twenty_updates") / "checkpoints"

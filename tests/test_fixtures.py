@@ -45,5 +45,6 @@ def test_each_session_fixture_is_set_up_once():
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert plan.returncode == 0, plan.stdout[-2000:] + plan.stderr[-2000:]
     setups = Counter(re.findall(r"^\s*SETUP\s+S (\w+)", plan.stdout, flags=re.M))
-    assert {"word_task", "trained_model", "unk_model", "name_task", "int8_checkpoint", "served"} <= set(setups)
+    assert {"word_task", "trained_model", "unk_model", "name_task", "int8_checkpoint", "copying_int8_checkpoint",
+            "served"} <= set(setups)
     assert {name: count for name, count in setups.items() if count > 1} == {}

@@ -44,19 +44,15 @@ def _generate(data_bin, checkpoint, batching):
 
 
 @pytest.fixture(scope="module")
-def models(trained_model, name_task, tmp_path_factory):
+def models(trained_model, int8_checkpoint, name_task, copying_int8_checkpoint):
     """(data-bin, source text file, checkpoint) for a plain and a copying model, each in
-    float32 and as fconv-quantize's int8."""
-    out = tmp_path_factory.mktemp("int8")
+    float32 and as fconv-quantize's int8 (the session's)."""
     data_bin, save_dir, _ = trained_model
     root, names_bin, copying = name_task
-    plain = save_dir / "checkpoint_best.pt"
-    found = {"plain": (data_bin, data_bin.parent / "valid.src", plain),
-             "copying": (names_bin, root / "valid.src", copying)}
-    for name, (bin_dir, text, checkpoint) in list(found.items()):
-        run_tool("fconv-quantize", checkpoint, out / f"{name}.pt", "--data", bin_dir)
-        found[f"{name} int8"] = (bin_dir, text, out / f"{name}.pt")
-    return found
+    return {"plain": (data_bin, data_bin.parent / "valid.src", save_dir / "checkpoint_best.pt"),
+            "plain int8": (data_bin, data_bin.parent / "valid.src", int8_checkpoint),
+            "copying": (names_bin, root / "valid.src", copying),
+            "copying int8": (names_bin, root / "valid.src", copying_int8_checkpoint)}
 
 
 @pytest.mark.parametrize("model", ["plain", "plain int8", "copying", "copying int8"])

@@ -62,11 +62,10 @@ def test_fconv_attention_and_the_hub_load_a_copying_model(name_task, tmp_path):
     assert hub.translate("c8 n1230 c1 n1003", beam=1).split()[0] == "n1230"
 
 
-def test_an_int8_copying_model_copies_as_well(name_task, tmp_path):
+def test_an_int8_copying_model_copies_as_well(name_task, copying_int8_checkpoint):
     root, data_bin, copying = name_task
-    int8 = tmp_path / "int8.pt"
-    run_tool("fconv-quantize", copying, int8)
-    hub = FConvModel.from_pretrained(str(tmp_path), checkpoint_file="int8.pt", data_name_or_path=str(data_bin))
+    int8 = copying_int8_checkpoint
+    hub = FConvModel.from_pretrained(str(int8.parent), checkpoint_file=int8.name, data_name_or_path=str(data_bin))
     assert hub.models[0].decoder.pointer_generator.gate.int8 is not None
     assert _names_right(_generate(data_bin, int8), root) >= _names_right(_generate(data_bin, copying), root) - 3
 
