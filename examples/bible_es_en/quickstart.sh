@@ -140,7 +140,7 @@ printf '  %-37s %6s %6s\n' "fconv_plugin (beam 5)" "$model_bleu" "$model_chrf" \
     "baseline: copy the Spanish source" "$copy_bleu" "$copy_chrf"
 echo
 stride=$(( test_verses >= 5 ? test_verses / 5 : 1 ))
-echo "examples (every ${stride}th test verse):"
+echo "examples (one test verse in $stride):"
 for n in $(seq 1 "$stride" "$test_verses" | head -n 5); do
     printf '  es:  %s\n  ref: %s\n  hyp: %s\n\n' "$(sed -n "${n}p" test.raw.es)" "$(sed -n "${n}p" test.raw.en)" \
         "$(sed -n "${n}p" test.hyp.en)"
