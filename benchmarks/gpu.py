@@ -7,7 +7,7 @@ training in float32 against ``--fp16`` and ``--bf16``, side by side in one run.
    - fairseq's own fconv (``fairseq.models.fconv``, the reference) with the checkpoint's
      weights, through fairseq's SequenceGenerator (what fairseq-generate runs);
    - the plugin's model through fairseq's SequenceGenerator;
-   - the plugin's model through the inference core's search (``inference/beam_search.py``);
+   - the plugin's model through the inference core's search (``decoding/search.py``);
    each in float32, float16 and bfloat16, all on the same batches. Reported: sentences/s,
    sacreBLEU and chrF against the raw references, peak GPU memory, and how many verses get
    the same best hypothesis as fairseq's fconv in float32 and in the same precision.
@@ -139,7 +139,7 @@ def on_device(model, precision: str, beam: int, device: str):
 def searcher(engine: str, model, tgt_dict, beam: int):
     from fairseq.sequence_generator import SequenceGenerator
 
-    from fconv_plugin.inference.beam_search import BeamSearch
+    from fconv_plugin.decoding.search import BeamSearch
 
     if engine == "plugin, core":
         search = BeamSearch(model, tgt_dict, beam_size=beam)

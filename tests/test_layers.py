@@ -1,9 +1,11 @@
 """The package's layers import one way (docs/design.md#layers), checked by importing each
 layer in a fresh process and by reading the sources.
 
-paper layers (modules/) → fairseq model (models/) → inference core (inference/) → the
-faces (cli/, serve/, export/); compat/ (host fixes) only from entry points; fconv_onnx
-without torch, fairseq or fconv_plugin.
+paper layers (modules/) → fairseq model (models/) → decoding (decoding/: the step and the
+search) → inference core (inference/) → the faces (cli/, serve/, export/); the one selector
+of compiled or torch forms (decoding/backend.py) beside the loops' loader (native/), the
+only reader of either; compat/ (host fixes) only from entry points; fconv_onnx without
+torch, fairseq or fconv_plugin.
 """
 
 import ast
@@ -32,6 +34,8 @@ print(json.dumps(sorted(loaded() - before)))
 RULES = [
     ("fconv_plugin", ["fconv_plugin.inference", "fconv_plugin.compat", "fconv_plugin.cli", "fconv_plugin.serve",
                       "fconv_plugin.export", "fairseq_cli"]),
+    ("fconv_plugin.decoding.search", ["fconv_plugin.inference", "fconv_plugin.compat", "fconv_plugin.cli",
+                                      "fconv_plugin.serve", "fconv_plugin.export", "fairseq_cli"]),
     ("fconv_plugin.inference", ["fconv_plugin.compat", "fconv_plugin.cli", "fconv_plugin.serve", "fconv_plugin.export",
                                 "fairseq_cli"]),
     ("fconv_plugin.serve.app", ["fconv_plugin.cli", "fconv_plugin.export", "fairseq_cli"]),
@@ -59,21 +63,27 @@ def test_a_layer_loads_nothing_above_it(module, forbidden):
 
 # Each part of the package and the parts it may import, in the layers' order (docs/design.md#layers).
 BELOW = {"errors": [], "checkpoint_io": ["errors"], "native": []}  # native: the compiled loops' loader
+BELOW["decoding.backend"] = ["errors", "native"]  # the one selector of compiled or torch forms (test below)
 BELOW["precision"] = ["errors"]  # the CPU's bfloat16 units, asked by the inference core, compat and fconv-info
 BELOW["modules"] = ["errors"]  # the paper and nothing else (test below)
 BELOW["layer_spec"] = ["errors", "modules"]  # the options of the model, in the paper's layer terms
-BELOW["deployment"] = ["errors", "native", "modules"]  # the layers' int8 forms
+BELOW["deployment"] = ["errors", "decoding.backend", "modules"]  # the layers' int8 forms
 BELOW["models"] = BELOW["deployment"] + ["deployment", "layer_spec", "checkpoint_io"]
-BELOW["inference"] = BELOW["models"] + ["models", "precision"]
+BELOW["decoding"] = BELOW["models"] + ["models"]  # the step and the search, torch and compiled forms
+BELOW["inference"] = BELOW["decoding"] + ["decoding", "precision"]
 BELOW["compat"] = BELOW["inference"] + ["inference"]
 for face in ("cli", "serve", "export"):
     BELOW[face] = BELOW["inference"] + ["inference", "compat", "package root"]
+BELOW["cli"] = BELOW["cli"] + ["native"]  # fconv-info --build (native/build.py), which chooses nothing (test below)
 PARTS = {path.stem if path.is_file() else path.name for path in PACKAGE.iterdir() if path.suffix == ".py" or path.is_dir()}
 
 
 def _part(imported: str) -> str:
     """The part of the package an import of ``fconv_plugin.X...`` reaches: X, or the package
-    root (which registers the model) for a name defined in fconv_plugin/__init__.py."""
+    root (which registers the model) for a name defined in fconv_plugin/__init__.py;
+    ``decoding.backend`` is a part of its own (it stands below the rest of decoding/)."""
+    if imported == "fconv_plugin.decoding.backend" or imported.startswith("fconv_plugin.decoding.backend."):
+        return "decoding.backend"
     name = imported.split(".")[1]
     return name if name in PARTS else "package root"
 
@@ -86,13 +96,41 @@ def test_each_part_imports_only_the_layers_below_it():
         parts = path.relative_to(PACKAGE).with_suffix("").parts
         if parts == ("__init__",):
             continue
-        part = parts[0]
+        part = "decoding.backend" if parts == ("decoding", "backend") else parts[0]
         allowed = {part, *BELOW[part]}
         for line, name in _imports(path):
             if name.startswith("fconv_plugin.") and _part(name) not in allowed:
                 offending.append((path.relative_to(ROOT).as_posix(), line, name))
     # compat is imported by the faces' entry points only (test below); the rest is by layer
     assert [o for o in offending if not o[2].startswith("fconv_plugin.compat")] == []
+
+
+SELECTOR = "fconv_plugin/decoding/backend.py"
+
+
+def test_only_the_selector_chooses_between_compiled_and_torch_forms():
+    """decoding/backend.py alone loads the compiled loops (``native``: fconv-info imports its
+    build, which chooses nothing), reads ``FCONV_NATIVE`` and asks whether an exporter
+    traces; everyone else gets its choice (docs/design.md#decoding)."""
+    offending = []
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative == SELECTOR or relative.startswith("fconv_plugin/native/"):
+            continue
+        for line, name in _imports(path):
+            if name.split(".")[:2] == ["fconv_plugin", "native"] and not (
+                    relative == "fconv_plugin/cli/info.py" and name == "fconv_plugin.native.build"):
+                offending.append((relative, line, name))
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and node.body
+                      and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and id(node) not in docstrings and "FCONV_NATIVE" in str(node.value):
+                offending.append((relative, node.lineno, "FCONV_NATIVE"))
+            if isinstance(node, ast.Attribute) and node.attr in ("is_compiling", "_compiled_loops", "fused_rows"):
+                offending.append((relative, node.lineno, node.attr))
+    assert offending == []
 
 
 def test_the_onnx_runtime_imports_no_torch_fairseq_or_plugin():
@@ -115,7 +153,11 @@ def _imports(path: Path):
                 parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([node.module] if node.module else []))
             for alias in node.names:
-                yield node.lineno, f"{base}.{alias.name}" if not node.module else base
+                submodule = f"{base}.{alias.name}"  # ``from ..decoding import backend`` imports a module
+                if not node.module or (ROOT / submodule.replace(".", "/")).with_suffix(".py").is_file():
+                    yield node.lineno, submodule
+                else:
+                    yield node.lineno, base
 
 
 ENTRY_POINTS = {"fconv_plugin/__init__.py", "fconv_plugin/serve/main.py", "fconv_plugin/export/main.py"}

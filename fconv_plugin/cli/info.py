@@ -6,8 +6,10 @@
 
 Versions of Python, torch and fairseq and the plugin; the CPU's features the loops use
 (AVX2, AVX-512, AVX-512 VNNI, AMX) and its bfloat16 units, which decide ``--bf16 --cpu``
-(``fconv_plugin.precision``); each compiled loop and, for one that does not run, why
-(``fconv_plugin.native``); which int8 product runs; torch's thread count.
+(``fconv_plugin.precision``); each compiled loop and, for one that does not run, why;
+which int8 product runs; which forms of the step and the search a float32 and an int8
+model decode with on this CPU (``fconv_plugin.decoding.backend``, the one selector);
+torch's thread count.
 """
 
 import argparse
@@ -17,7 +19,8 @@ from typing import Dict
 
 import torch
 
-from .. import __version__, native, precision
+from .. import __version__, precision
+from ..decoding import backend
 from ..native.build import build_in_place
 
 CPU_FLAGS = {  # /proc/cpuinfo's names
@@ -55,12 +58,16 @@ def report() -> str:
         + ", ".join(f"{name} {value}" for name, value in cpu_features().items()),
         f"bfloat16 units: {bf16_line(precision.bf16_units())}",
         f"threads: {torch.get_num_threads()} (torch.get_num_threads)",
-        f"{native.SWITCH}: {native.switch_setting()}",
+        f"{backend.SWITCH}: {backend.switch_setting()}",
         "compiled loops:",
     ]
-    for name, why in native.states().items():
-        lines.append(f"  {name:<16} {'runs' if why is None else 'does not run: ' + why}  ({native.LOOPS[name]})")
-    lines.append(f"int8 products: {native.int8_products()}")
+    for name, why in backend.states().items():
+        lines.append(f"  {name:<16} {'runs' if why is None else 'does not run: ' + why}  ({backend.LOOPS[name]})")
+    lines.append(f"int8 products: {backend.int8_products()}")
+    lines.append("decoding on this CPU (fconv_plugin/decoding/backend.py):")
+    for kind, int8_weights in (("float32", False), ("int8", True)):
+        chosen = backend.select(torch.device("cpu"), torch.float32, int8_weights=int8_weights)
+        lines.append(f"  {kind + ' model':<16} {chosen.describe()}")
     return "\n".join(lines)
 
 
@@ -72,12 +79,12 @@ def main(argv=None) -> int:
                              "then report; exit status 1 unless every loop runs")
     args = parser.parse_args(argv)
     if args.build:
-        build_in_place(list(native.LOOPS))
-        native.forget()
+        build_in_place(list(backend.LOOPS))
+        backend.forget()
     print(report())
-    if native.switch_problem() is not None:
-        print(f"fconv-info: {native.switch_problem()}", file=sys.stderr)
-    inactive = [name for name, why in native.states().items() if why is not None]
+    if backend.switch_problem() is not None:
+        print(f"fconv-info: {backend.switch_problem()}", file=sys.stderr)
+    inactive = [name for name, why in backend.states().items() if why is not None]
     if (args.check or args.build) and inactive:
         print(f"fconv-info: error: compiled loops that do not run: {', '.join(inactive)}", file=sys.stderr)
         return 1

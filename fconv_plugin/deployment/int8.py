@@ -38,23 +38,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import native
+from ..decoding import backend
 from ..modules.attention import AttentionSums
 from ..modules.causal_convolution import CausalConvolution, CausalWindow
 from ..modules.conv_block import GatedLinearUnit
 from ..modules.embeddings import LearnedPositionalEmbedding, TokenEmbedding, positions_to_embed
 from ..modules.layer_swap import replace_layers_
 from ..modules.weight_norm import WeightNormalized, WeightNormConvTBC, WeightNormLinear
-
-# the same arithmetic in one call (native/int8_rows.cpp) where it is built and not switched off
-fused_rows = native.module("int8_rows")
-
-
-def _compiled_loops() -> bool:
-    """Whether the compiled loops run: they are built, and no exporter is tracing the model
-    (a traced graph needs torch operations; an export traces the same arithmetic as them)."""
-    return fused_rows is not None and not torch.compiler.is_compiling()
-
 
 def quantize_rows(x: Tensor):
     """Symmetric int8 rounding of each row of ``x`` (rows x features) to its own scale."""
@@ -76,11 +66,11 @@ class Int8Weight(nn.Module):
         where the CPU has them, else AVX-512 VNNI loops for a decoding step's few rows): the
         packed weight and its compensation, packed once and again only when the weight
         changes; ``(None, None)`` where neither runs (torch's int8 product does)."""
-        if not (_compiled_loops() and fused_rows.vnni):
+        if not backend.packed_int8_products():
             return None, None
         packed_for = (self.weight.data_ptr(), self.weight._version)
         if self._packed_for != packed_for:
-            self._packed = tuple(fused_rows.pack_weight(self.weight))
+            self._packed = tuple(backend.int8_loops().pack_weight(self.weight))
             self._packed_for = packed_for
         return self._packed
 
@@ -105,15 +95,17 @@ class Int8Weight(nn.Module):
         whatever the number of rows beside it.
         """
         rows = x.reshape(-1, x.size(-1))
-        if _compiled_loops():
-            return fused_rows.linear(rows, self.weight, self.scale, bias, *self.packed()).view(*x.shape[:-1], -1)
+        loops = backend.int8_loops()
+        if loops is not None:
+            return loops.linear(rows, self.weight, self.scale, bias, *self.packed()).view(*x.shape[:-1], -1)
         return self.linear_in_torch_operations(rows, bias).view(*x.shape[:-1], -1)
 
     def row_function(self, bias: Optional[Tensor]) -> Callable[[Tensor], Tensor]:
         """``linear`` of a matrix of rows, with its form chosen once: what the decoder's step
-        calls at every position (``models/decoder_steps.py``)."""
-        if _compiled_loops():
-            return Int8Rows(self.weight, self.scale, bias, *self.packed())
+        calls at every position (``decoding/steps.py``)."""
+        loops = backend.int8_loops()
+        if loops is not None:
+            return Int8Rows(loops, self.weight, self.scale, bias, *self.packed())
         return lambda rows: self.linear_in_torch_operations(rows, bias)
 
     def linear_in_torch_operations(self, rows: Tensor, bias: Optional[Tensor]) -> Tensor:
@@ -130,7 +122,7 @@ class Int8Weight(nn.Module):
         out = sums * row_scale  # int32 sums, as float32
         if bias is None:
             return out.mul_(self.scale)
-        if torch.compiler.is_compiling():
+        if backend.tracing():
             # traced for ONNX, which has no fused multiply-add: b + out · scale rounded once
             # all the same (exact in float64, then rounded), as addcmul's and the kernel's fma
             return (bias.double() + out.double() * self.scale.double()).float()
@@ -142,8 +134,9 @@ class Int8Weight(nn.Module):
 
     def embedding(self, indices: Tensor) -> Tensor:
         """Rows ``indices`` of the table this matrix holds, as float32."""
-        if _compiled_loops() and indices.dtype == torch.long:
-            return fused_rows.embedding(indices, self.weight, self.scale)  # one pass, the same bits
+        loops = backend.int8_loops()
+        if loops is not None and indices.dtype == torch.long:
+            return loops.embedding(indices, self.weight, self.scale)  # one pass, the same bits
         return self.embedding_in_torch_operations(indices)
 
     def embedding_in_torch_operations(self, indices: Tensor) -> Tensor:
@@ -177,14 +170,15 @@ class Int8Rows:
     built, with its operands named so that the compiled decoder step
     (``native/decoder_step.cpp``) makes the same call."""
 
-    __slots__ = ("weight", "scale", "bias", "packed", "compensation")
+    __slots__ = ("loops", "weight", "scale", "bias", "packed", "compensation")
 
-    def __init__(self, weight: Tensor, scale: Tensor, bias: Optional[Tensor], packed: Optional[Tensor],
+    def __init__(self, loops, weight: Tensor, scale: Tensor, bias: Optional[Tensor], packed: Optional[Tensor],
                  compensation: Optional[Tensor]):
+        self.loops = loops  # the compiled int8 loops' module (``backend.int8_loops``)
         self.weight, self.scale, self.bias, self.packed, self.compensation = weight, scale, bias, packed, compensation
 
     def __call__(self, rows: Tensor) -> Tensor:
-        return fused_rows.linear(rows, self.weight, self.scale, self.bias, self.packed, self.compensation)
+        return self.loops.linear(rows, self.weight, self.scale, self.bias, self.packed, self.compensation)
 
 
 class Int8Linear(nn.Module):
@@ -210,7 +204,7 @@ class Int8Linear(nn.Module):
 
     def row_function(self) -> Callable[[Tensor], Tensor]:
         """The layer as a function of a matrix of rows, rows x in ↦ rows x out (the step's
-        form of a float ``WeightNormLinear``: ``models/decoder_steps.row_function``)."""
+        form of a float ``WeightNormLinear``: ``decoding/steps.row_function``)."""
         return self.int8.row_function(self.bias)
 
     def extra_repr(self) -> str:
@@ -252,7 +246,7 @@ class Int8CausalConvolution(CausalWindow, Int8ConvTBC):
 
     def row_function(self) -> Callable[[Tensor], Tensor]:
         """``window_product`` as a function of a matrix of flattened windows, to rows x out
-        (the step's form of a float ``CausalConvolution``: ``models/decoder_steps.row_function``)."""
+        (the step's form of a float ``CausalConvolution``: ``decoding/steps.row_function``)."""
         return self.int8.row_function(self.bias)
 
 
@@ -309,17 +303,19 @@ class BatchInvariantSums(AttentionSums):
     def operand(self, source: Tensor) -> Tensor:
         """Keys and values in float64 once per source (``AttentionSource.summed_by``); the
         fused kernel reads them as they are."""
-        return source if _compiled_loops() else source.double()
+        return source if backend.int8_loops() is not None else source.double()
 
     def product(self, a: Tensor, b: Tensor) -> Tensor:
-        if _compiled_loops() and a.dtype == b.dtype == torch.float32:
-            return fused_rows.attention_read(a, b)  # float64 sums in one fixed order, rounded back
+        loops = backend.int8_loops(a, b)
+        if loops is not None:
+            return loops.attention_read(a, b)  # float64 sums in one fixed order, rounded back
         return torch.bmm(a.double(), b.double()).to(a.dtype)  # .double() of a float64 operand copies nothing
 
     def weights(self, query: Tensor, keys: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
         """Scores and softmax in float64 from end to end, rounded back once."""
-        if _compiled_loops() and query.dtype == keys.dtype == torch.float32:
-            return fused_rows.attention_weights(query, keys, padding_mask)
+        loops = backend.int8_loops(query, keys)
+        if loops is not None:
+            return loops.attention_weights(query, keys, padding_mask)
         return super().weights(query.double(), keys.double(), padding_mask).to(query.dtype)
 
     def precise(self, values: Tensor) -> Tensor:
@@ -339,8 +335,9 @@ class PreciseGatedLinearUnit(GatedLinearUnit):
         return cls()
 
     def forward(self, x: Tensor) -> Tensor:
-        if _compiled_loops() and x.dtype == torch.float32:
-            return fused_rows.gate(x)  # the same operations in two passes around torch's exp
+        loops = backend.int8_loops(x)
+        if loops is not None:
+            return loops.gate(x)  # the same operations in two passes around torch's exp
         return self.forward_in_torch_operations(x)
 
     @staticmethod
@@ -368,6 +365,6 @@ def swap_in_int8_modules_(model: nn.Module, keep: Iterable[nn.Module] = ()) -> N
     Layers in ``keep`` stay float32. A layer reachable from two parents is replaced by
     one int8 module in both. Inference only: the int8 layers have no gradient path.
     """
-    native.announce()  # which int8 loops these layers will run: said once, where they are picked
+    backend.announce()  # which int8 loops these layers will run: said once, where they are picked
     forms = {float_type: int8_type.from_float for float_type, int8_type in INT8_FORMS.items()}
     replace_layers_(model, forms, keep, must_have_form=(WeightNormalized, TokenEmbedding), form_name="int8")

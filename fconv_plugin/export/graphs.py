@@ -2,7 +2,7 @@
 
 Both run the plugin's own encoder and decoder (on a copy whose weight normalisation is
 folded, ``plain_layers.py``). The step graph is the inference core's step
-(``models/decoder_steps.py``, its Python form): matrices of rows, the newest tokens and
+(``decoding/steps.py``, its Python form): matrices of rows, the newest tokens and
 their position number in, each layer one product with its bias (ONNX Gemm):
 
 - each decoder convolution with k > 1 keeps its last k - 1 inputs, flattened per row
@@ -24,7 +24,7 @@ from typing import List, Optional, Tuple
 from torch import Tensor, nn
 
 from ..errors import FConvError
-from ..models.decoder_steps import DecoderSteps, DecodingState
+from ..decoding.steps import DecoderSteps, DecodingState
 from ..modules.attention import AttentionSource
 from ..modules.causal_convolution import CausalConvolution
 from .plain_layers import fold_weight_norm_

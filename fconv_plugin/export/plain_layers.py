@@ -29,7 +29,7 @@ class PlainLinear(nn.Module):
         return F.linear(x, self.weight, self.bias)
 
     def row_function(self):
-        """rows x in ↦ rows x out (the decoder step's form, ``models/decoder_steps.py``): one
+        """rows x in ↦ rows x out (the decoder step's form, ``decoding/steps.py``): one
         ONNX Gemm with its bias."""
         return self
 

@@ -39,7 +39,7 @@ from ..errors import FConvError
 from ..deployment.int8 import Int8Weight
 from ..modules.unk_replacement import attended_source_positions, replace_unknown_words
 from .attention import layer_attention, readable
-from .beam_search import BeamSearch
+from ..decoding.search import BeamSearch
 from .documents import translate_document
 from .results import DocumentTranslation, Hypothesis, LayerAttention, Translation
 from .workers import DecodingWorkers, check_workers

@@ -7,7 +7,7 @@ against one copy of its keys and values (§3.3 computes the same sums either way
 reordering the beams moves nothing unless whole sentences leave the batch. The
 functions here lay a source out for the decoder's rows and follow the search's
 reorderings; the decoder (``fconv.py``) and its explicit-state steps
-(``decoder_steps.py``) call them.
+(``decoding/steps.py``) call them.
 """
 
 import torch

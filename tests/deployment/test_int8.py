@@ -4,6 +4,7 @@ import pytest
 import torch
 from torch import nn
 
+from fconv_plugin.decoding import backend
 from fconv_plugin.errors import FConvError
 from fconv_plugin.modules.causal_convolution import CausalConvolution
 from fconv_plugin.modules.embeddings import LearnedPositionalEmbedding, TokenEmbedding, make_positions
@@ -274,7 +275,9 @@ def _random_rows(generator, rows, width):
 @needs_compiled("int8_rows")
 @pytest.mark.parametrize("rows,width,out", [(1, 3, 5), (5, 256, 256), (80, 768, 512), (33, 17, 7001), (200, 256, 40)])
 def test_the_fused_linear_gives_the_bits_of_the_torch_operations(rows, width, out):
-    from fconv_plugin.deployment.int8 import fused_rows, quantize_rows
+    from fconv_plugin.deployment.int8 import quantize_rows
+
+    fused_rows = backend.loop("int8_rows")
 
     generator = torch.Generator().manual_seed(rows * width + out)
     weight = Int8Weight.from_float(torch.randn(out, width, generator=generator))
@@ -296,7 +299,7 @@ def test_the_fused_linear_splits_products_across_threads_without_changing_a_bit(
     """Between a million and a hundred million multiply-adds each thread takes a block of rows,
     and for a wide output a block of columns (its own int8 product and scale-back); integer
     sums are exact, so any split gives the same bits."""
-    from fconv_plugin.deployment.int8 import fused_rows
+    fused_rows = backend.loop("int8_rows")
 
     generator = torch.Generator().manual_seed(threads)
     before = torch.get_num_threads()
@@ -316,7 +319,7 @@ def test_the_fused_linear_splits_products_across_threads_without_changing_a_bit(
 @needs_compiled("int8_rows")
 def test_the_fused_linear_sums_exactly_in_integers():
     """The int32 sums recomputed by hand in int64 from the int8 rows, scaled back in float64."""
-    from fconv_plugin.deployment.int8 import fused_rows
+    fused_rows = backend.loop("int8_rows")
 
     generator = torch.Generator().manual_seed(11)
     weight = Int8Weight.from_float(torch.randn(30, 768, generator=generator))
@@ -329,7 +332,7 @@ def test_the_fused_linear_sums_exactly_in_integers():
 
 
 def _vnni_loops():
-    from fconv_plugin.deployment.int8 import fused_rows
+    fused_rows = backend.loop("int8_rows")
 
     if not fused_rows.vnni:
         pytest.skip("this CPU has no AVX-512 VNNI: every product is torch's int8 product here")
@@ -433,7 +436,7 @@ def test_an_int8_weight_changed_in_place_is_packed_again():
 @pytest.mark.parametrize("batch,rows,embed,length", [(1, 1, 8, 1), (3, 5, 256, 29), (16, 10, 64, 57), (7, 4, 17, 3),
                                                      (2, 13, 9, 100), (5, 7, 300, 8)])
 def test_the_fused_attention_sums_are_float64_sums_rounded_once_and_batch_invariant(batch, rows, embed, length):
-    from fconv_plugin.deployment.int8 import fused_rows
+    fused_rows = backend.loop("int8_rows")
 
     generator = torch.Generator().manual_seed(batch * 1000 + length)
     query = torch.randn(batch, rows, embed, generator=generator)
@@ -456,7 +459,9 @@ def test_the_fused_attention_sums_are_float64_sums_rounded_once_and_batch_invari
 @pytest.mark.parametrize("shape", [(80, 1, 512), (7, 3, 74), (33, 5, 2), (300, 200, 512), (1, 6)])
 def test_the_fused_gate_gives_the_bits_of_the_torch_operations(shape):
     """Shapes whose halves are odd, and one over torch's 32,768-value grain (split across threads)."""
-    from fconv_plugin.deployment.int8 import PreciseGatedLinearUnit, fused_rows
+    from fconv_plugin.deployment.int8 import PreciseGatedLinearUnit
+
+    fused_rows = backend.loop("int8_rows")
 
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape))) * 6
     assert torch.equal(fused_rows.gate(x), PreciseGatedLinearUnit.forward_in_torch_operations(x))
@@ -467,7 +472,7 @@ def test_the_fused_gate_gives_the_bits_of_the_torch_operations(shape):
 @pytest.mark.parametrize("batch, rows, length", [(16, 5, 40), (3, 7, 37), (2, 3, 9), (4, 5, 200)])
 def test_the_attention_sums_give_the_same_bits_with_512_and_256_bit_registers(batch, rows, length):
     """Sources of 16k, 8k + 5, 9 and 200 positions: every path through the blocks of 16, 8 and one."""
-    from fconv_plugin.deployment.int8 import fused_rows
+    fused_rows = backend.loop("int8_rows")
 
     if not fused_rows.avx512:
         pytest.skip("this CPU has no AVX-512: only the 256-bit loops run here")
@@ -501,7 +506,7 @@ def test_the_fused_embedding_gives_the_bits_of_the_torch_operations(shape):
 
 @needs_compiled("int8_rows")
 def test_the_fused_embedding_refuses_an_index_outside_the_table():
-    from fconv_plugin.deployment.int8 import fused_rows
+    fused_rows = backend.loop("int8_rows")
 
     int8 = Int8Weight.from_float(torch.randn(10, 4))
     for index in (10, -1):
@@ -513,7 +518,7 @@ def test_the_fused_embedding_refuses_an_index_outside_the_table():
 def test_the_compiled_loops_refuse_tensors_off_the_cpu_with_one_line():
     """They read CPU memory; a tensor elsewhere (here torch's storage-less meta device, which
     every machine has) gets an error that says what to do, not a crash."""
-    from fconv_plugin.deployment.int8 import fused_rows
+    fused_rows = backend.loop("int8_rows")
 
     meta = {"device": "meta"}
     calls = [
@@ -534,7 +539,9 @@ def test_the_compiled_loops_refuse_tensors_off_the_cpu_with_one_line():
 def test_a_layer_one_input_wide_sums_each_product_exactly():
     """One input a row (torch._int_mm returns wrong sums there): both forms give q_r w_o
     scaled back, against the same product in float64."""
-    from fconv_plugin.deployment.int8 import fused_rows, quantize_rows
+    from fconv_plugin.deployment.int8 import quantize_rows
+
+    fused_rows = backend.loop("int8_rows")
 
     generator = torch.Generator().manual_seed(3)
     weight = Int8Weight.from_float(torch.randn(7, 1, generator=generator))

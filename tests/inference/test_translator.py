@@ -134,7 +134,7 @@ def test_an_int8_checkpoint_translates_and_is_batch_invariant(trained_model, int
 
 def test_the_cores_search_and_fairseqs_generator_give_the_same_translations(translator, trained_model):
     """``Translator(search="fairseq")`` runs fairseq's SequenceGenerator: the reference the
-    vectorised search (``inference/beam_search.py``) must equal, texts, scores and alignments."""
+    vectorised search (``decoding/search.py``) must equal, texts, scores and alignments."""
     data_bin, save_dir, _ = trained_model
     reference = Translator.from_pretrained(save_dir / "checkpoint_best.pt", data_bin, beam=5, search="fairseq")
     lines = _sentences(24, seed=21)

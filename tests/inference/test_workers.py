@@ -10,6 +10,7 @@ import signal
 import pytest
 import torch
 
+from fconv_plugin.decoding import backend
 from fconv_plugin.errors import FConvError
 from fconv_plugin.inference import Translator
 from fconv_plugin.inference.workers import check_workers
@@ -102,7 +103,7 @@ def test_workers_share_the_default_batch_bound_and_a_given_bound_stays(translato
     assert padded_sizes(2, max_tokens=4000) == alone  # a bound the call gives is kept
 
 
-PACKED_LOOPS = bool(int8._compiled_loops()) and bool(getattr(int8.fused_rows, "vnni", False))
+PACKED_LOOPS = backend.packed_int8_products()
 NO_PACKED_LOOPS = ("the packed int8 loops do not run here (they need the compiled int8_rows and AVX-512 VNNI; "
                    "this CPU's int8 products are torch._int_mm's): nothing is packed")
 

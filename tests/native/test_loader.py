@@ -1,5 +1,5 @@
-"""The compiled loops' loader: which run, why each other does not, said once; installs
-without a compiler; fconv-info.
+"""The compiled loops' loader: which are built, and why any is not; installs without a
+compiler; fconv-info. (``FCONV_NATIVE`` and the choice of forms: tests/decoding/test_backend.py.)
 
 Each case runs in a fresh Python process, over a copy of the package where the case needs
 one (a build without a compiler, a damaged extension), as a user's installation would be.
@@ -17,6 +17,7 @@ import pytest
 import fconv_onnx
 import fconv_plugin
 from fconv_plugin import native, precision
+from fconv_plugin.decoding import backend
 from fconv_plugin.cli.info import bf16_line
 from fconv_plugin.native.build import NO_TORCH_AT_BUILD
 
@@ -30,7 +31,7 @@ def _python(code: str, cwd=ROOT, env=None, **kwargs) -> subprocess.CompletedProc
                           env=environment, **kwargs)
 
 
-STATES = "import json; from fconv_plugin import native; print(json.dumps(native.states()))"
+STATES = "import json; from fconv_plugin.decoding import backend; print(json.dumps(backend.states()))"
 
 
 def _copy_of_the_package(destination: Path) -> Path:
@@ -41,52 +42,6 @@ def _copy_of_the_package(destination: Path) -> Path:
     for name in ("setup.py", "README.md"):
         shutil.copy(ROOT / name, destination / name)
     return destination
-
-
-def test_switched_off_the_torch_forms_run_and_the_log_says_so_once():
-    code = (
-        "import logging; logging.basicConfig(level=logging.INFO)\n"
-        "import torch\n"
-        "from fconv_plugin.inference import beam_search\n"
-        "from fconv_plugin.models import decoder_steps\n"
-        "from fconv_plugin.deployment import int8\n"
-        "assert int8.fused_rows is None and decoder_steps.compiled_step is None\n"
-        "assert beam_search.compiled_candidates is None\n"
-        "from fconv_plugin.modules import WeightNormLinear\n"
-        "for _ in range(3):  # int8 layers picked and run three times\n"
-        "    layers = torch.nn.Sequential(WeightNormLinear(6, 4))\n"
-        "    int8.swap_in_int8_modules_(layers)\n"
-        "    layers(torch.randn(2, 6))\n"
-        "import json; from fconv_plugin import native; print(json.dumps(native.states()))\n"
-    )
-    result = _python(code, env={"FCONV_NATIVE": "0"})
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.splitlines()[-1]) == {name: "switched off (FCONV_NATIVE=0)" for name in LOOPS}
-    lines = [line for line in result.stderr.splitlines() if "compiled loops:" in line]
-    assert lines == ["INFO:fconv_plugin.native:fconv_plugin: compiled loops: "
-                     + "; ".join(f"{name} does not (switched off (FCONV_NATIVE=0))" for name in LOOPS)]
-
-
-@pytest.mark.parametrize("value, running", [("int8_rows", {"int8_rows"}),
-                                            ("decoder_step, beam_candidates", {"decoder_step", "beam_candidates"})])
-def test_a_list_of_loops_runs_those_alone(value, running):
-    """``FCONV_NATIVE=name,...`` (what benchmarks/native_loops.py sets to price each loop)
-    runs the loops named, where built, and says the others are switched off."""
-    result = _python(STATES, env={"FCONV_NATIVE": value})
-    assert result.returncode == 0, result.stderr
-    states = json.loads(result.stdout.splitlines()[-1])
-    every = _python(STATES, env={"FCONV_NATIVE": "1"})  # what this installation built (whatever this process runs)
-    built = {name for name, why in json.loads(every.stdout.splitlines()[-1]).items() if why is None}
-    assert {name for name, why in states.items() if why is None} == running & built
-    assert all(states[name] == f"switched off (FCONV_NATIVE={value})" for name in set(LOOPS) - running)
-
-
-def test_a_switch_naming_no_loop_is_said_in_one_line_and_taken_as_on():
-    result = _python("from fconv_plugin import native; print(native.switch_problem()); print(native.switched_on())",
-                     env={"FCONV_NATIVE": "int8_rows,fast"})
-    problem, on = result.stdout.splitlines()
-    assert problem.startswith("FCONV_NATIVE='int8_rows,fast' is neither 0") and "comma list of loops" in problem
-    assert on == "True"
 
 
 def test_an_extension_that_does_not_load_is_named_with_its_import_error(tmp_path):
@@ -168,10 +123,13 @@ def test_fconv_info_names_versions_features_loops_and_threads():
     assert lines[3] == f"bfloat16 units: {bf16_line(precision.bf16_units())}"
     assert lines[4].startswith(f"threads: {torch.get_num_threads()} ")
     for name in LOOPS:
-        why = native.reason(name)
+        why = backend.reason(name)
         expected = "runs" if why is None else f"does not run: {why}"
         assert any(line.split()[:1] == [name] and f" {expected}  (" in line for line in lines), name
-    assert lines[-1].startswith("int8 products: ")
+    assert any(line.startswith("int8 products: ") for line in lines)
+    cpu = torch.device("cpu")
+    assert lines[-2:] == [f"  float32 model    {backend.select(cpu, torch.float32).describe()}",
+                          f"  int8 model       {backend.select(cpu, torch.float32, int8_weights=True).describe()}"]
 
 
 def test_the_cpu_features_read_from_cpuinfo(tmp_path):

@@ -14,8 +14,9 @@ from fairseq import search as fairseq_search
 from fairseq.ngram_repeat_block import NGramRepeatBlock
 from fairseq.sequence_generator import SequenceGenerator
 
-from fconv_plugin.inference import beam_search
-from fconv_plugin.inference.beam_search import BeamSearch, FairseqIncrementalSteps, block_repeated_ngrams
+from fconv_plugin.decoding import backend
+from fconv_plugin.decoding import search as beam_search
+from fconv_plugin.decoding.search import BeamSearch, FairseqIncrementalSteps, block_repeated_ngrams
 from tests.support import DictionaryTask, build_pair, build_plugin_model, make_dictionary, translation_batch
 from tests.support import needs_compiled
 
@@ -151,7 +152,7 @@ def test_fairseqs_incremental_protocol_searches_as_fairseq_searches():
 
 
 def test_one_search_used_from_several_threads_answers_as_one_call_at_a_time(model):
-    """The decoding state belongs to each call (models/decoder_steps.DecodingState), not to the search."""
+    """The decoding state belongs to each call (decoding/steps.DecodingState), not to the search."""
     search = BeamSearch(model, TGT, beam_size=4)
     batches = [_batch(seed) for seed in range(6)]
     alone = [search.generate(*batch) for batch in batches]
@@ -239,7 +240,7 @@ def test_the_compiled_bookkeeping_keeps_the_books_where_nothing_needs_the_torch_
     the attention is kept or prefixes are forced (or the compiled passes are off)."""
     cpu = torch.device("cpu")
     search = BeamSearch(model, TGT, beam_size=3)
-    assert isinstance(search._bookkeeping(2, 10, 5, False, False, cpu), beam_search.compiled_candidates.Bookkeeping)
+    assert isinstance(search._bookkeeping(2, 10, 5, False, False, cpu), backend.loop("beam_candidates").Bookkeeping)
     assert isinstance(search._bookkeeping(2, 10, 5, True, False, cpu), beam_search._Bookkeeping)
     assert isinstance(search._bookkeeping(2, 10, 5, False, True, cpu), beam_search._Bookkeeping)
     unpassed = BeamSearch(model, TGT, beam_size=3, one_pass=False)

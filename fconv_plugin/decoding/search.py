@@ -8,7 +8,7 @@ scores, in fairseq's output format. What differs is the bookkeeping around the m
 
 - finished hypotheses are written into per-sentence tensors (a slot per beam entry),
   not appended one by one in a Python loop;
-- for the plugin's own decoder the state is plain tensors (``models/decoder_steps.py``):
+- for the plugin's own decoder the state is plain tensors (``decoding/steps.py``):
   the newest tokens in, each layer a function looked up once per call, the same bits as
   the decoder's forward; any other incremental decoder keeps fairseq's protocol, its
   reordering sent straight to the modules that keep decoding state, found once per call,
@@ -48,13 +48,9 @@ from typing import Dict, List, Optional
 import torch
 from torch import Tensor
 
-from .. import native
 from ..errors import FConvError
-from ..models.decoder_steps import DecoderSteps
-
-# one pass over the vocabulary per sentence (native/beam_candidates.cpp) where it is built
-# and not switched off; else torch operations
-compiled_candidates = native.module("beam_candidates")
+from . import backend
+from .steps import DecoderSteps
 
 NEG_INF = float("-inf")
 
@@ -85,9 +81,8 @@ class BeamSearch:
         self.len_penalty = len_penalty
         self.unk_penalty = unk_penalty
         self.no_repeat_ngram_size = no_repeat_ngram_size
-        # the compiled candidate selection and bookkeeping (CPU loops) where built; on a GPU, or False: torch operations
-        native.announce()
-        self.one_pass = one_pass and compiled_candidates is not None
+        # the compiled candidate selection and bookkeeping where backend.select names them (the CPU); False: torch
+        self.one_pass = one_pass and backend.select(torch.device("cpu"), torch.float32).candidates is not None
         # the plugin's decoder with its state in plain tensors; any other (or False) through fairseq's protocol
         explicit = explicit_state and DecoderSteps.supports(model)
         self.steps = DecoderSteps(model) if explicit else FairseqIncrementalSteps(model)
@@ -142,6 +137,8 @@ class BeamSearch:
             model.set_beam_size(beam)
         encoder_out = model.encoder(src_tokens=src_tokens, src_lengths=src_lengths)
         encoder_out = model.encoder.reorder_encoder_out(encoder_out, _repeat_rows(bsz, beam, src_tokens.device))
+        chosen = backend.select(src_tokens.device, torch.float32)  # the scores are float32 whatever the model's
+        compiled_candidates = chosen.candidates if self.one_pass else None  # beam_candidates, where it runs
 
         book = self._bookkeeping(bsz, max_len, src_len, attention, prefix_tokens is not None, src_tokens.device)
         decoding_state = self.steps.start(encoder_out)
@@ -155,8 +152,8 @@ class BeamSearch:
                 reorder = kept_sentences = None
             if compiled_steps is not None and step < max_len:  # until a sentence leaves, the end or the last step
                 finished, step, reorder, kept_sentences = book.run_steps(
-                    compiled_steps, native.module("decoder_step").api, step, self.vocab_size, self.model.decoder.padding_idx, self.pad, self.unk,
-                    self.unk_penalty, self.min_len)
+                    compiled_steps, chosen.step.api, step, self.vocab_size, self.model.decoder.padding_idx, self.pad,
+                    self.unk, self.unk_penalty, self.min_len)
                 if finished:
                     break
                 continue
@@ -164,7 +161,7 @@ class BeamSearch:
             if attention and step_attention is not None:
                 book.record_attention(step, step_attention)
             forcing_prefix = prefix_tokens is not None and step < prefix_tokens.size(1)
-            if self.one_pass and lprobs.is_cpu and not forcing_prefix and step < max_len:
+            if compiled_candidates is not None and not forcing_prefix and step < max_len:
                 if self.no_repeat_ngram_size > 0:  # -inf stays -inf under every rule: blocking first is the same
                     block_repeated_ngrams(book.tokens(step), lprobs, self.no_repeat_ngram_size)
                 finished, reorder, kept_sentences = book.advance_with_best_candidates(
@@ -197,8 +194,9 @@ class BeamSearch:
         """The hypotheses' bookkeeping between steps: compiled (``beam_candidates.cpp``) on
         the CPU where it is built, for searches without attention weights or prefixes; else
         in torch operations."""
-        if self.one_pass and device.type == "cpu" and not attention and not prefixes:
-            return compiled_candidates.Bookkeeping(bsz, self.beam, max_len, self.eos, self.pad, self.normalize_scores,
+        compiled = backend.select(device, torch.float32).candidates if self.one_pass else None
+        if compiled is not None and not attention and not prefixes:
+            return compiled.Bookkeeping(bsz, self.beam, max_len, self.eos, self.pad, self.normalize_scores,
                                                    self.len_penalty)
         return _Bookkeeping(self, bsz, max_len, src_len if attention else 0, device)
 
@@ -257,9 +255,10 @@ class BeamSearch:
         that do not end so, then ending ones as fillers if fewer are left, as rows
         (sentence · beam + beam index), tokens, scores and which are fillers. One compiled
         pass on the CPU where it is built (``beam_candidates.cpp``), else torch operations."""
-        if compiled_candidates is not None and cand_scores.is_cpu:
-            return compiled_candidates.split_candidates(cand_scores, cand_beams, cand_indices, ignored, self.eos,
-                                                        self.beam)
+        compiled = backend.select(cand_scores.device, cand_scores.dtype).candidates
+        if compiled is not None:
+            return compiled.split_candidates(cand_scores, cand_beams, cand_indices, ignored,
+                                                             self.eos, self.beam)
         return self.split_candidates_in_torch_operations(cand_scores, cand_beams, cand_indices, ignored)
 
     def split_candidates_in_torch_operations(self, cand_scores: Tensor, cand_beams: Tensor, cand_indices: Tensor,
@@ -382,8 +381,9 @@ class _Bookkeeping:
 
     def advance_with_best_candidates(self, step: int, lprobs: Tensor, k: int, pad: int, unk: int,
                                      unk_penalty: float, forbid_eos: bool):
-        """``advance`` with the compiled pass's k best candidates (``best_candidates``)."""
-        candidates = compiled_candidates.best_candidates(
+        """``advance`` with the compiled pass's k best candidates (``best_candidates``), where
+        the search runs it (as the compiled ``Bookkeeping``'s method of that name)."""
+        candidates = backend.select(lprobs.device, lprobs.dtype).candidates.best_candidates(
             lprobs, self.scores(step - 1) if step > 0 else None, self.beam, k, pad, unk, unk_penalty,
             self.search.eos, forbid_eos)
         return self.advance(step, *candidates)

@@ -8,16 +8,16 @@ with less around it: the newest tokens and their position number in, each block'
 history a tensor in a list, and each layer a function of a matrix of rows (the layer's
 ``row_function``, float32 or int8) looked up once per search. The operations are the
 decoder's own, in its order, so the log-probabilities are its bits
-(``tests/models/test_decoder_steps.py``); fairseq-generate and fairseq-interactive keep
+(``tests/decoding/test_steps.py``); fairseq-generate and fairseq-interactive keep
 the decoder's ``forward``.
 
-Where the package was installed with torch, the step from the newest tokens to the
-log-probabilities runs compiled (``native/decoder_step.cpp``): the same ATen calls in the same
-order, and an int8 model's same compiled loops, without Python between them; so the same
-bits. The search's state (histories, attention source) is then held there too, and a
-step or a reordering is one call. A decoder with parts the compiled step does not know (a
-copying model, a shared output embedding, other embeddings, other forms of the gate or of
-the attention's sums), a GPU, or an exporter's trace runs the Python step below.
+This is the step's torch form, the reference. Its compiled form
+(``decoding/compiled_step.py`` over ``native/decoder_step.cpp``) makes the same ATen calls in
+the same order, and an int8 model's same compiled loops, without Python between them; so the
+same bits. The search's state (histories, attention source) is then held there, and a step
+or a reordering is one call. Which runs is ``decoding/backend.py``'s choice; a decoder with
+parts the compiled step does not know (a copying model, a shared output embedding, other
+embeddings, other forms of the gate or of the attention's sums) runs the torch form.
 """
 
 from dataclasses import dataclass
@@ -27,7 +27,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .. import native
 from ..errors import FConvError
 from ..deployment import int8 as int8_layers
 from ..modules import AttentionLayer, AttentionSource
@@ -36,12 +35,9 @@ from ..modules.conv_block import GatedLinearUnit, add_residual
 from ..modules.embeddings import LearnedPositionalEmbedding, TokenEmbedding
 from ..modules.causal_convolution import CausalConvolution
 from ..modules.weight_norm import WeightNormLinear
-from . import attention_rows
-from .fconv import FConvDecoder
-
-# the step without Python between its operations (native/decoder_step.cpp) where it is
-# built and not switched off; else the Python step
-compiled_step = native.module("decoder_step")
+from ..models import attention_rows
+from ..models.fconv import FConvDecoder
+from . import backend
 
 RowFunction = Callable[[Tensor], Tensor]
 
@@ -158,7 +154,13 @@ class DecoderSteps:
         rows = keys.size(0) if encoder_out.get("rows") is None else encoder_out["rows"].numel()
         source = decoder.attention_source(encoder_out, incremental=True) if decoder.num_attention_layers else None
         histories = [keys.new_zeros(rows, width) if width else None for width in self.history_widths()]
-        compiled = _compiled_decoding(decoder, layers, keys, histories, source) if self.compiled else None
+        compiled = None
+        if self.compiled:
+            chosen = backend.select(keys.device, keys.dtype, int8_weights=is_int8(decoder))
+            if chosen.step is not None:
+                from .compiled_step import compiled_decoding  # the compiled form, beside this one
+
+                compiled = compiled_decoding(chosen, decoder, layers, histories, source)
         return DecodingState(layers, source, None if compiled is not None else histories, compiled)
 
     def log_probs(self, state: DecodingState, tokens: Tensor, attention: bool) -> Tuple[Tensor, Optional[Tensor]]:
@@ -258,6 +260,11 @@ def _reorder_histories(state: DecodingState, order: Tensor) -> None:
         state.histories = [None if h is None else h.index_select(0, order) for h in state.histories]
 
 
+def is_int8(decoder: FConvDecoder) -> bool:
+    """Whether any of the decoder's weights are int8 (``FConvModel.quantize_int8_``)."""
+    return any(isinstance(module, int8_layers.Int8Weight) for module in decoder.modules())
+
+
 def _give_source(state: DecodingState) -> None:
     """The compiled decoding's copy of the attention source, after it changed."""
     source = state.source
@@ -270,71 +277,3 @@ def _give_source(state: DecodingState) -> None:
     state.compiled.set_source(source.keys, source.values, source.padding_mask,
                               scale if torch.is_tensor(scale) else None, scale if isinstance(scale, float) else 0.0,
                               source.copies)
-
-
-def _compiled_rows(function: RowFunction):
-    """``function`` as decoder_step.cpp's ``Rows``; None where it is neither a float32
-    ``addmm`` nor the compiled int8 loops' linear, each with a bias."""
-    if isinstance(function, AddmmRows) and function.bias is not None and function.weight_t.dtype == torch.float32:
-        return compiled_step.Rows.addmm(function.bias, function.weight_t)
-    if isinstance(function, int8_layers.Int8Rows) and function.bias is not None:
-        return compiled_step.Rows.int8(int8_layers.fused_rows.api, function.weight, function.scale, function.bias,
-                                       function.packed, function.compensation)
-    return None
-
-
-def _compiled_step(decoder: FConvDecoder, layers: _Layers, keys: Tensor):
-    """native/decoder_step.cpp's ``Step`` over ``layers``; None where the Python step runs: not
-    built, on a GPU, in half precision, while an exporter traces, a copying model, or parts
-    it does not know."""
-    native.announce()
-    if (compiled_step is None or keys.device.type != "cpu" or keys.dtype != torch.float32
-            or torch.compiler.is_compiling()):
-        return None
-    if decoder.pointer_generator is not None:
-        return None
-    sums = {type(attention.sums) for attention in decoder.attention if attention is not None}
-    if type(decoder.gate) is GatedLinearUnit and sums <= {AttentionSums}:
-        int8_api = None  # torch's float32 glu, bmm and softmax
-    elif (type(decoder.gate) is int8_layers.PreciseGatedLinearUnit and sums <= {int8_layers.BatchInvariantSums}
-          and int8_layers._compiled_loops()):
-        int8_api = int8_layers.fused_rows.api  # their float64 forms, as the int8 loops compute them
-    else:
-        return None
-    ends = [_compiled_rows(f) for f in (layers.fc1, layers.fc2, layers.fc3)]
-    if None in ends:
-        return None
-    blocks = []
-    for block in layers.blocks:
-        functions = (block.convolve, block.project_residual, block.project_in, block.project_out)
-        compiled = [None if f is None else _compiled_rows(f) for f in functions]
-        if any(c is None and f is not None for c, f in zip(compiled, functions)):
-            return None
-        blocks.append(compiled_step.Block(compiled[0], block.history, block.residual, *compiled[1:]))
-    return compiled_step.Step(ends[0], blocks, ends[1], ends[2], int8_api)
-
-
-def _compiled_table(embedding):
-    """An embedding as decoder_step.cpp's ``Table``: a float32 table or an int8 one with the
-    compiled loops; None for any other."""
-    if isinstance(embedding, int8_layers.Int8Embedding) and int8_layers._compiled_loops():
-        return compiled_step.Table.int8(int8_layers.fused_rows.api, embedding.int8.weight, embedding.int8.scale)
-    if type(embedding) in (TokenEmbedding, LearnedPositionalEmbedding) and embedding.weight.dtype == torch.float32:
-        return compiled_step.Table.float32(embedding.weight)
-    return None
-
-
-def _compiled_decoding(decoder: FConvDecoder, layers: _Layers, keys: Tensor, histories: List[Optional[Tensor]],
-                       source: Optional[AttentionSource]):
-    """decoder_step.cpp's ``Decoding`` of a search (its ``Step``, the embeddings, the state);
-    None where the Python step runs (``_compiled_step``, or embeddings it does not know)."""
-    step = _compiled_step(decoder, layers, keys)
-    if step is None:
-        return None
-    tokens = _compiled_table(decoder.embed_tokens)
-    positions = None if decoder.embed_positions is None else _compiled_table(decoder.embed_positions)
-    if tokens is None or (positions is None and decoder.embed_positions is not None):
-        return None
-    decoding = compiled_step.Decoding(step, tokens, positions, histories)
-    _give_source(DecodingState(layers, source, None, decoding))
-    return decoding

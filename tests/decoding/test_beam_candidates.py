@@ -1,4 +1,4 @@
-"""The compiled candidate selection (beam_candidates.cpp) against beam_search.py's torch operations.
+"""The compiled candidate selection (beam_candidates.cpp) against decoding/search.py's torch operations.
 
 One pass over each sentence's beam must give what ``_constrain`` followed by
 ``_best_candidates`` give as torch operations (fairseq's rules and fairseq's top-k):
@@ -14,11 +14,13 @@ import math
 import pytest
 import torch
 
-from fconv_plugin.inference import beam_search
-from fconv_plugin.inference.beam_search import BeamSearch, _Beams
+from fconv_plugin.decoding import backend
+from fconv_plugin.decoding import search as beam_search
+from fconv_plugin.decoding.search import BeamSearch, _Beams
 from tests.support import needs_compiled
 
 PAD, EOS, UNK = 1, 2, 3
+COMPILED = backend.loop("beam_candidates")  # None where it does not run (every test is then skipped)
 
 
 pytestmark = needs_compiled("beam_candidates")  # the compiled pass against the torch operations
@@ -39,7 +41,7 @@ def _with_torch_operations(search, lprobs, beams, step, max_len):
 
 
 def _compiled(search, lprobs, beams, step):
-    return beam_search.compiled_candidates.best_candidates(
+    return COMPILED.best_candidates(
         lprobs, beams.scores[:, step - 1] if step > 0 else None, search.beam, search._candidate_count(step),
         PAD, UNK, search.unk_penalty, EOS, step < search.min_len)
 
@@ -95,14 +97,14 @@ def test_a_small_case_by_hand():
     lprobs = torch.tensor([[-0.5, -0.25, -2.0, -0.25, -3.0, -0.75],
                            [-0.25, -0.5, -0.125, -5.0, -0.25, -9.0]])
     scores = torch.tensor([-1.0, -2.0])
-    values, beams_chosen, tokens = beam_search.compiled_candidates.best_candidates(
+    values, beams_chosen, tokens = COMPILED.best_candidates(
         lprobs, scores, 2, 4, PAD, UNK, 1.0, EOS, False)
     # row 0: word 0 -1.5, pad ruled out, </s> -3.0, unk -0.25-1-1 = -2.25, word 4 -4.0, word 5 -1.75
     # row 1: word 0 -2.25, pad ruled out, </s> -2.125, unk -8.0, word 4 -2.25, word 5 -11.0
     assert values.tolist() == [[-1.5, -1.75, -2.125, -2.25]]
     # three candidates at -2.25: the lowest index (row 0's unk) is the one kept
     assert tokens.tolist() == [[0, 5, 2, 3]] and beams_chosen.tolist() == [[0, 0, 1, 0]]
-    values, beams_chosen, tokens = beam_search.compiled_candidates.best_candidates(
+    values, beams_chosen, tokens = COMPILED.best_candidates(
         lprobs, scores, 2, 4, PAD, UNK, 1.0, EOS, True)  # before min_len: no </s>
     assert values.tolist() == [[-1.5, -1.75, -2.25, -2.25]]
     assert tokens.tolist() == [[0, 5, 3, 0]] and beams_chosen.tolist() == [[0, 0, 0, 1]]
@@ -111,7 +113,7 @@ def test_a_small_case_by_hand():
 @pytest.mark.parametrize("vocab", [8, 64], ids=["one partial block", "blocks of 16 compared eight lanes at a time"])
 def test_equal_candidates_go_lowest_index_first(vocab):
     lprobs = torch.full((2, vocab), -1.0)
-    values, beams_chosen, tokens = beam_search.compiled_candidates.best_candidates(
+    values, beams_chosen, tokens = COMPILED.best_candidates(
         lprobs, torch.zeros(2), 2, 4, PAD, UNK, 0.0, EOS, False)
     assert values.tolist() == [[-1.0] * 4]
     assert beams_chosen.tolist() == [[0, 0, 0, 0]] and tokens.tolist() == [[0, 2, 3, 4]]
@@ -144,7 +146,7 @@ def test_the_compiled_split_gives_fairseqs_split_of_the_candidates(sentences, be
     the same finished candidates, and the same rows, tokens, scores and fillers to continue."""
     search = _SplitSearch(beam)
     case = _split_case(seed * 100 + sentences, sentences, beam, k)
-    compiled = beam_search.compiled_candidates.split_candidates(*case, EOS, beam)
+    compiled = COMPILED.split_candidates(*case, EOS, beam)
     reference = search.split_candidates_in_torch_operations(*case)
     for name, got, expected in zip(("ending", "rows", "tokens", "scores", "fillers"), compiled, reference):
         assert torch.equal(got, expected), name
@@ -158,7 +160,7 @@ def test_a_split_by_hand():
     tokens = torch.tensor([[EOS, 7, 8, EOS], [EOS, EOS, EOS, EOS]])
     beams = torch.tensor([[1, 0, 1, 0], [0, 1, 1, 0]])
     fillers = torch.tensor([[False, False], [True, False]])
-    ending, rows, next_tokens, next_scores, next_fillers = beam_search.compiled_candidates.split_candidates(
+    ending, rows, next_tokens, next_scores, next_fillers = COMPILED.split_candidates(
         scores, beams, tokens, fillers, EOS, 2)
     assert ending.tolist() == [[True, False], [False, True]]
     assert rows.tolist() == [[0, 1], [2, 3]]  # sentence · beam + beam index
@@ -201,7 +203,7 @@ def test_the_compiled_bookkeeping_keeps_the_torch_bookkeepings_books(sentences, 
     """The same candidates fed to both, step after step: the same reorderings, sentences kept,
     live tokens and scores, and finished hypotheses, to the bit."""
     search = _BookSearch(beam, normalize_scores, len_penalty)
-    compiled = beam_search.compiled_candidates.Bookkeeping(sentences, beam, max_len, EOS, PAD, normalize_scores,
+    compiled = COMPILED.Bookkeeping(sentences, beam, max_len, EOS, PAD, normalize_scores,
                                                            len_penalty)
     reference = beam_search._Bookkeeping(search, sentences, max_len, 0, torch.device("cpu"))
     generator = torch.Generator().manual_seed(seed)
@@ -234,7 +236,7 @@ def test_finished_hypotheses_by_hand():
     """One sentence, beam 2, length penalty 1. Step 0 goes on with words 5 and 6 (-1, -2);
     step 1: the best ends in </s> at -1.5 from beam 1's row, so it finishes with tokens
     6 </s>, positional scores -2, 0.5 and score -1.5 / 2."""
-    book = beam_search.compiled_candidates.Bookkeeping(1, 2, 5, EOS, PAD, True, 1.0)
+    book = COMPILED.Bookkeeping(1, 2, 5, EOS, PAD, True, 1.0)
     finished, reorder, kept = book.advance(0, torch.tensor([[-1.0, -2.0, -3.0, -4.0]]),
                                            torch.zeros(1, 4, dtype=torch.long), torch.tensor([[5, 6, 7, 8]]))
     assert not finished and reorder.tolist() == [0, 0] and kept is None
@@ -255,9 +257,7 @@ def test_whole_steps_drive_only_the_compiled_decoding_through_its_table():
     """``Bookkeeping.run_steps`` calls the compiled decoding C++ to C++ (the table
     ``decoder_step`` hands out), never a Python object's methods: anything else is refused
     with a one-line error before a step is run."""
-    from fconv_plugin import native
-
-    book = beam_search.compiled_candidates.Bookkeeping(1, 2, 5, 2, 1, True, 1.0)
+    book = COMPILED.Bookkeeping(1, 2, 5, 2, 1, True, 1.0)
 
     class LooksLikeADecoding:
         def reorder(self, order):
@@ -267,6 +267,6 @@ def test_whole_steps_drive_only_the_compiled_decoding_through_its_table():
             raise AssertionError("called back into Python")
 
     with pytest.raises(RuntimeError, match="drives the compiled decoding"):
-        book.run_steps(LooksLikeADecoding(), native.module("decoder_step").api, 0, 10, 1, 1, 3, 0.0, 0)
+        book.run_steps(LooksLikeADecoding(), backend.loop("decoder_step").api, 0, 10, 1, 1, 3, 0.0, 0)
     with pytest.raises(RuntimeError, match="not the compiled decoding's table"):
-        book.run_steps(LooksLikeADecoding(), native.module("int8_rows").api, 0, 10, 1, 1, 3, 0.0, 0)
+        book.run_steps(LooksLikeADecoding(), backend.loop("int8_rows").api, 0, 10, 1, 1, 3, 0.0, 0)

@@ -1,4 +1,4 @@
-"""The decoder's explicit-state steps (models/decoder_steps.py) against the decoder driven
+"""The decoder's explicit-state steps (decoding/steps.py) against the decoder driven
 through fairseq's incremental protocol: the plugin's own (the same bits) and fairseq's
 built-in fconv with the same weights (within float32 rounding), step after step, with the
 beams reordered between steps as beam search reorders them. Each comparison runs the
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from fconv_plugin.errors import FConvError
-from fconv_plugin.inference.beam_search import FairseqIncrementalSteps
-from fconv_plugin.models.decoder_steps import DecoderSteps
+from fconv_plugin.decoding.search import FairseqIncrementalSteps
+from fconv_plugin.decoding.steps import DecoderSteps
 from tests.support import DictionaryTask, build_pair, build_plugin_model, make_dictionary, relative_error, translation_batch
 from tests.support import needs_compiled
 
