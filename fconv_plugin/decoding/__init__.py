@@ -8,6 +8,8 @@
   ``native/decoder_step.cpp``;
 - ``search.py``: beam search (§4.3) with fairseq's hypotheses, in torch operations, and
   over ``native/beam_candidates.cpp`` where ``backend`` names it.
+- ``rules.py``: the search's rules stated once, which each form of the search (torch,
+  compiled, and ``fconv_onnx``'s numpy) is tested against.
 
 Layer: above the fairseq model (``models/``), below the inference core (``inference/``);
 ``backend.py`` alone stands lower, beside ``native/``, so that the int8 layers

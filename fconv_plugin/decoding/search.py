@@ -50,6 +50,7 @@ from torch import Tensor
 
 from ..errors import FConvError
 from . import backend
+from .rules import SearchRules
 from .steps import DecoderSteps
 
 NEG_INF = float("-inf")
@@ -81,6 +82,8 @@ class BeamSearch:
         self.len_penalty = len_penalty
         self.unk_penalty = unk_penalty
         self.no_repeat_ngram_size = no_repeat_ngram_size
+        self.rules = SearchRules(self.eos, self.pad, self.unk, self.beam, max_len_a, max_len_b, self.max_len, min_len,
+                                 normalize_scores, len_penalty, unk_penalty, no_repeat_ngram_size)
         # the compiled candidate selection and bookkeeping where backend.select names them (the CPU); False: torch
         self.one_pass = one_pass and backend.select(torch.device("cpu"), torch.float32).candidates is not None
         # the plugin's decoder with its state in plain tensors; any other (or False) through fairseq's protocol
@@ -129,7 +132,7 @@ class BeamSearch:
         first tokens of every hypothesis, as ``--prefix-size`` does."""
         model, beam = self.model, self.beam
         bsz, src_len = src_tokens.shape
-        max_len = min(int(self.max_len_a * src_len + self.max_len_b), self.max_len - 1)
+        max_len = self.rules.max_length(src_len)
         if self.min_len > max_len:
             raise FConvError(f"min_len {self.min_len} is longer than the longest output allowed ({max_len}); "
                              "lower --min-len or raise --max-len-a/--max-len-b")
@@ -279,12 +282,12 @@ class BeamSearch:
                 ranks.ge(cand_size))
 
     def _candidate_count(self, step: int) -> int:
-        """Twice the beam, in case half end in </s>; fewer if a sentence has fewer extensions."""
-        return min(2 * self.beam, (1 if step == 0 else self.beam) * self.vocab_size - 1)
+        """Twice the beam, in case half end in </s>; fewer if a sentence has fewer extensions (``rules``)."""
+        return self.rules.candidate_count(step, self.vocab_size)
 
     def _length_normalizer(self, step: int) -> Optional[float]:
-        """The divisor of a hypothesis finished at ``step`` (step + 1 tokens with </s>)."""
-        return (step + 1) ** self.len_penalty if self.normalize_scores else None
+        """The divisor of a hypothesis finished at ``step`` (step + 1 tokens with </s>; ``rules``)."""
+        return self.rules.length_divisor(step)
 
 
 class FairseqIncrementalSteps:

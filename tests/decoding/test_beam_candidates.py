@@ -16,6 +16,7 @@ import torch
 
 from fconv_plugin.decoding import backend
 from fconv_plugin.decoding import search as beam_search
+from fconv_plugin.decoding.rules import SearchRules
 from fconv_plugin.decoding.search import BeamSearch, _Beams
 from tests.support import needs_compiled
 
@@ -32,6 +33,7 @@ class _Search(BeamSearch):
     def __init__(self, vocab_size, beam, unk_penalty, min_len):
         self.pad, self.unk, self.eos, self.vocab_size = PAD, UNK, EOS, vocab_size
         self.beam, self.unk_penalty, self.min_len = beam, unk_penalty, min_len
+        self.rules = SearchRules(EOS, PAD, UNK, beam, min_len=min_len, unk_penalty=unk_penalty)
 
 
 def _with_torch_operations(search, lprobs, beams, step, max_len):
@@ -177,6 +179,7 @@ class _BookSearch(BeamSearch):
     def __init__(self, beam, normalize_scores, len_penalty):
         self.eos, self.pad, self.beam = EOS, PAD, beam
         self.normalize_scores, self.len_penalty = normalize_scores, len_penalty
+        self.rules = SearchRules(EOS, PAD, UNK, beam, normalize_scores=normalize_scores, len_penalty=len_penalty)
 
     def _split_candidates(self, cand_scores, cand_beams, cand_indices, ignored):
         return self.split_candidates_in_torch_operations(cand_scores, cand_beams, cand_indices, ignored)
