@@ -66,7 +66,7 @@ def report() -> str:
     lines.append(f"int8 products: {backend.int8_products()}")
     lines.append("decoding on this CPU (fconv_plugin/decoding/backend.py):")
     for kind, int8_weights in (("float32", False), ("int8", True)):
-        chosen = backend.select(torch.device("cpu"), torch.float32, int8_weights=int8_weights)
+        chosen = backend.select(torch.device("cpu"), torch.float32, int8_weights=int8_weights, log=False)
         lines.append(f"  {kind + ' model':<16} {chosen.describe()}")
     return "\n".join(lines)
 

@@ -5,7 +5,8 @@
   why; ``fconv-info`` prints it;
 - ``steps.py``: the decoder one target position at a time with its state in plain
   tensors (§3.2-3.3), the torch form; ``compiled_step.py``: the same step over
-  ``native/decoder_step.cpp``;
+  ``native/decoder_step.cpp``; ``layer_functions.py``: the layers as functions of a
+  matrix of rows, which both call;
 - ``search.py``: beam search (§4.3) with fairseq's hypotheses, in torch operations, and
   over ``native/beam_candidates.cpp`` where ``backend`` names it.
 - ``rules.py``: the search's rules stated once, which each form of the search (torch,

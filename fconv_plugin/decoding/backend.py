@@ -184,12 +184,14 @@ class Backend:
         return f"step {step}; search {search}{layers}"
 
 
-def select(device: torch.device, dtype: torch.dtype, int8_weights: bool = False) -> Backend:
+def select(device: torch.device, dtype: torch.dtype, int8_weights: bool = False, log: bool = True) -> Backend:
     """The forms a search runs for a model whose encoder output has ``device`` and ``dtype``
     (``int8_weights``: its layers are int8). The compiled forms run on the CPU alone; the
     compiled step in float32, not while an exporter traces, and for an int8 model only
-    with the compiled int8 loops it calls."""
-    announce()
+    with the compiled int8 loops it calls. ``log``: say the loops' states once per process
+    (``announce``; fconv-info prints them instead)."""
+    if log:
+        announce()
     on_cpu = torch.device(device).type == "cpu"
     int8 = int8_loops() if int8_weights else None
     step = loop("decoder_step") if on_cpu and dtype == torch.float32 and not tracing() else None

@@ -22,7 +22,7 @@ from ..modules.attention import AttentionSums
 from ..modules.conv_block import GatedLinearUnit
 from ..modules.embeddings import LearnedPositionalEmbedding, TokenEmbedding
 from .backend import Backend
-from .steps import AddmmRows, DecodingState, RowFunction, _give_source, _Layers
+from .layer_functions import AddmmRows, LayerFunctions, RowFunction
 
 
 def _compiled_rows(compiled_step, function: RowFunction):
@@ -36,7 +36,7 @@ def _compiled_rows(compiled_step, function: RowFunction):
     return None
 
 
-def _compiled_step(chosen: Backend, decoder: FConvDecoder, layers: _Layers):
+def _compiled_step(chosen: Backend, decoder: FConvDecoder, layers: LayerFunctions):
     """native/decoder_step.cpp's ``Step`` over ``layers``; None where the torch step runs: a
     copying model, or parts it does not know."""
     compiled_step = chosen.step
@@ -74,7 +74,7 @@ def _compiled_table(chosen: Backend, embedding):
     return None
 
 
-def compiled_decoding(chosen: Backend, decoder: FConvDecoder, layers: _Layers, histories: List[Optional[Tensor]],
+def compiled_decoding(chosen: Backend, decoder: FConvDecoder, layers: LayerFunctions, histories: List[Optional[Tensor]],
                       source: Optional[AttentionSource]):
     """decoder_step.cpp's ``Decoding`` of a search (its ``Step``, the embeddings, the state),
     with the modules ``chosen`` (``backend.select``); None where the torch step runs
@@ -87,5 +87,16 @@ def compiled_decoding(chosen: Backend, decoder: FConvDecoder, layers: _Layers, h
     if tokens is None or (positions is None and decoder.embed_positions is not None):
         return None
     decoding = chosen.step.Decoding(step, tokens, positions, histories)
-    _give_source(DecodingState(layers, source, None, decoding))
+    give_source(decoding, source)
     return decoding
+
+
+def give_source(decoding, source: Optional[AttentionSource]) -> None:
+    """The compiled ``decoding``'s copy of the attention source (after it changed)."""
+    if source is None:
+        decoding.set_source(None, None, None, None, 0.0, 1)
+        return
+    scale = source.length_scale
+    decoding.set_source(source.keys, source.values, source.padding_mask,
+                        scale if torch.is_tensor(scale) else None, scale if isinstance(scale, float) else 0.0,
+                        source.copies)

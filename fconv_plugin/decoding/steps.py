@@ -21,7 +21,7 @@ embeddings, other forms of the gate or of the attention's sums) runs the torch f
 """
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -29,70 +29,12 @@ from torch import Tensor
 
 from ..errors import FConvError
 from ..deployment import int8 as int8_layers
-from ..modules import AttentionLayer, AttentionSource
-from ..modules.attention import AttentionSums
-from ..modules.conv_block import GatedLinearUnit, add_residual
-from ..modules.embeddings import LearnedPositionalEmbedding, TokenEmbedding
-from ..modules.causal_convolution import CausalConvolution
-from ..modules.weight_norm import WeightNormLinear
+from ..modules import AttentionSource
+from ..modules.conv_block import add_residual
 from ..models import attention_rows
 from ..models.fconv import FConvDecoder
-from . import backend
-
-RowFunction = Callable[[Tensor], Tensor]
-
-
-class AddmmRows:
-    """rows ↦ addmm(b, rows, wᵀ): a float32 layer as a function of a matrix of rows, w looked
-    up once; its operands named so that the compiled decoder step
-    (``native/decoder_step.cpp``) makes the same call."""
-
-    __slots__ = ("bias", "weight_t")
-
-    def __init__(self, bias: Tensor, weight_t: Tensor):
-        self.bias, self.weight_t = bias, weight_t
-
-    def __call__(self, rows: Tensor) -> Tensor:
-        return torch.addmm(self.bias, rows, self.weight_t)
-
-
-def row_function(layer) -> RowFunction:
-    """``layer`` as a function of a matrix of rows, what the step calls at every position:
-    a layer's own ``row_function`` where it has one (the int8 forms, an export's plain
-    layers); a causal convolution's ``window_product`` over flattened windows (rows x k · in,
-    oldest input first) and a linear layer's ``forward`` on a matrix (rows x in ↦ x wᵀ + b),
-    each the same ``addmm`` as the layer's, so the same bits; else the layer itself (a
-    shared output embedding's ``nn.Linear``)."""
-    if hasattr(layer, "row_function"):
-        return layer.row_function()
-    if isinstance(layer, CausalConvolution):
-        return AddmmRows(layer.bias, layer.flat_weight())
-    if isinstance(layer, WeightNormLinear):
-        return AddmmRows(layer.bias, layer.normalized_weight().t())
-    return layer
-
-
-@dataclass
-class _Block:
-    """One convolution block's functions (§3.2), with its attention (§3.3) where it has one."""
-
-    convolve: RowFunction  # flattened windows (rows x k·in) to rows x 2·out
-    history: int  # k - 1 inputs kept between steps
-    residual: int  # blocks back (0: none)
-    project_residual: Optional[RowFunction]
-    attention: Optional[AttentionLayer]
-    project_in: Optional[RowFunction]
-    project_out: Optional[RowFunction]
-
-
-@dataclass
-class _Layers:
-    """The decoder's layers as functions, looked up once per search (the weights as they are then)."""
-
-    fc1: RowFunction
-    blocks: List[_Block]
-    fc2: RowFunction
-    fc3: RowFunction
+from . import backend, compiled_step
+from .layer_functions import BlockFunctions, LayerFunctions, row_function
 
 
 @dataclass
@@ -100,7 +42,7 @@ class DecodingState:
     """What a step reads besides the newest tokens, one row per hypothesis; one per search,
     so searches in several threads share nothing but the model."""
 
-    layers: _Layers
+    layers: LayerFunctions
     source: Optional[AttentionSource]  # the encoder outputs, once per sentence where shared
     # block l's last k - 1 inputs, rows x (k - 1)·in, oldest first; None where ``compiled`` holds them
     histories: Optional[List[Optional[Tensor]]]
@@ -123,11 +65,11 @@ class DecoderSteps:
     def supports(model) -> bool:
         return isinstance(getattr(model, "decoder", None), FConvDecoder)
 
-    def layers(self) -> _Layers:
+    def layers(self) -> LayerFunctions:
         """The decoder's layers as functions of a matrix of rows, looked up now (once per search)."""
         decoder = self.decoder
         blocks = [
-            _Block(
+            BlockFunctions(
                 convolve=row_function(convolution),
                 history=plan.kernel_size - 1,
                 residual=plan.residual,
@@ -139,7 +81,7 @@ class DecoderSteps:
             for plan, projection, convolution, attention in zip(
                 decoder.plans, decoder.projections, decoder.convolutions, decoder.attention)
         ]
-        return _Layers(row_function(decoder.fc1), blocks, row_function(decoder.fc2), row_function(decoder.fc3))
+        return LayerFunctions(row_function(decoder.fc1), blocks, row_function(decoder.fc2), row_function(decoder.fc3))
 
     def history_widths(self) -> List[int]:
         """Each block's history width, (k - 1) · in_channels (0: a block with k = 1 keeps none)."""
@@ -158,9 +100,7 @@ class DecoderSteps:
         if self.compiled:
             chosen = backend.select(keys.device, keys.dtype, int8_weights=is_int8(decoder))
             if chosen.step is not None:
-                from .compiled_step import compiled_decoding  # the compiled form, beside this one
-
-                compiled = compiled_decoding(chosen, decoder, layers, histories, source)
+                compiled = compiled_step.compiled_decoding(chosen, decoder, layers, histories, source)
         return DecodingState(layers, source, None if compiled is not None else histories, compiled)
 
     def log_probs(self, state: DecodingState, tokens: Tensor, attention: bool) -> Tuple[Tensor, Optional[Tensor]]:
@@ -267,13 +207,5 @@ def is_int8(decoder: FConvDecoder) -> bool:
 
 def _give_source(state: DecodingState) -> None:
     """The compiled decoding's copy of the attention source, after it changed."""
-    source = state.source
-    if state.compiled is None:
-        return
-    if source is None:
-        state.compiled.set_source(None, None, None, None, 0.0, 1)
-        return
-    scale = source.length_scale
-    state.compiled.set_source(source.keys, source.values, source.padding_mask,
-                              scale if torch.is_tensor(scale) else None, scale if isinstance(scale, float) else 0.0,
-                              source.copies)
+    if state.compiled is not None:
+        compiled_step.give_source(state.compiled, state.source)

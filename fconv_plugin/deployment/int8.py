@@ -204,7 +204,7 @@ class Int8Linear(nn.Module):
 
     def row_function(self) -> Callable[[Tensor], Tensor]:
         """The layer as a function of a matrix of rows, rows x in ↦ rows x out (the step's
-        form of a float ``WeightNormLinear``: ``decoding/steps.row_function``)."""
+        form of a float ``WeightNormLinear``: ``decoding/layer_functions.row_function``)."""
         return self.int8.row_function(self.bias)
 
     def extra_repr(self) -> str:
@@ -246,7 +246,7 @@ class Int8CausalConvolution(CausalWindow, Int8ConvTBC):
 
     def row_function(self) -> Callable[[Tensor], Tensor]:
         """``window_product`` as a function of a matrix of flattened windows, to rows x out
-        (the step's form of a float ``CausalConvolution``: ``decoding/steps.row_function``)."""
+        (the step's form of a float ``CausalConvolution``: ``decoding/layer_functions.row_function``)."""
         return self.int8.row_function(self.bias)
 
 

@@ -112,6 +112,7 @@ def test_fconv_info_names_versions_features_loops_and_threads():
     result = subprocess.run([str(Path(sys.executable).parent / "fconv-info")], capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr
+    assert "compiled loops:" not in result.stderr  # printed, not logged again
     lines = result.stdout.splitlines()
     import fairseq
     import torch
