@@ -207,3 +207,14 @@ def test_the_paper_layer_is_only_the_paper():
                     if line.startswith("class Int8")], path
         assert not [line for line in path.read_text(encoding="utf-8").splitlines()
                     if line.strip().startswith(("def shared_across", "def for_rows", "def for_sentences"))], path
+
+
+def test_the_translator_is_a_face_that_hands_each_job_on():
+    """``Translator`` stays the inference core's public face (at most 150 lines): loading,
+    the text codec and the batch session are modules of their own, and within the core the
+    text codec alone replaces unknown words (docs/design.md)."""
+    inference = PACKAGE / "inference"
+    assert len((inference / "translator.py").read_text(encoding="utf-8").splitlines()) <= 150
+    replacing = sorted(path.name for path in inference.glob("*.py")
+                       if any(name.startswith("fconv_plugin.modules.unk_replacement") for _, name in _imports(path)))
+    assert replacing == ["text_codec.py"]

@@ -72,7 +72,7 @@ def main(argv=None) -> None:
     text = read_input(args.input)
 
     from ..inference import Translator, split_document
-    from ..inference.translator import interactive_config
+    from ..inference.loading import interactive_config
 
     translator = Translator(interactive_config(args))
     split = split_document(translator, text, args.source_language_rules, args.max_sentence_tokens)

@@ -180,7 +180,8 @@ class Backend:
                   if self.candidates is not None else "torch (decoding/search.py)")
         layers = ""
         if self.int8_weights:
-            layers = "; int8 layers " + ("compiled (int8_rows)" if self.int8 is not None else "torch (deployment/int8.py)")
+            form = "compiled (int8_rows)" if self.int8 is not None else "torch (deployment/int8.py)"
+            layers = f"; int8 layers {form}"
         return f"step {step}; search {search}{layers}"
 
 

@@ -10,7 +10,10 @@ export's checks). It imports neither the faces nor the host fixes (``compat``).
     translator.translate(["Y dijo Dios: Sea la luz."], beam=5)[0].text
     translator.translate_document(open("chapter.txt").read()).text
 
-- ``translator.py``: loading (safely), tokenizer and BPE, batching and fairseq's beam search;
+- ``translator.py``: the public face, ``Translator``, which hands each job on:
+- ``loading.py``: the checkpoint (safely), task and dictionaries, device and precision;
+- ``text_codec.py``: tokenizer, BPE and the dictionaries, with all unknown-word replacement;
+- ``batch_session.py``: batches, generators (the search: ``fconv_plugin/decoding/``), results;
 - ``workers.py``: batches decoded side by side in processes of one thread (``workers=N``);
 - ``documents.py``: documents into sentences and back, long sentences split;
 - ``attention.py``: each attention layer's weights and p_gen, by teacher forcing;
@@ -19,7 +22,9 @@ export's checks). It imports neither the faces nor the host fixes (``compat``).
 
 from .documents import SplitDocument, split_document, split_long_sentence, split_sentences, translate_document
 from .results import DocumentTranslation, Hypothesis, LayerAttention, Translation
-from .translator import GenerationOptions, Translator, load_unk_dictionary, source_token_count, unk_replaced_text
+from .batch_session import GenerationOptions
+from .text_codec import load_unk_dictionary, source_token_count, unk_replaced_text
+from .translator import Translator
 
 __all__ = [
     "DocumentTranslation",

@@ -31,7 +31,7 @@ import torch
 
 from ..errors import FConvError
 
-_translator = None  # the worker's copy of its translator (set once, in the worker only)
+_session = None  # the worker's copy of its translator's batch session (set once, in the worker only)
 
 
 def check_workers(workers: int, device: torch.device) -> None:
@@ -44,26 +44,27 @@ def check_workers(workers: int, device: torch.device) -> None:
         raise FConvError(f"workers {workers}: this system cannot fork processes; give workers=1")
 
 
-def _start(translator) -> None:
-    global _translator
+def _start(session) -> None:
+    global _session
     torch.set_num_threads(1)  # see the module's docstring: no OpenMP region in a forked child
-    translator.adopt_in_worker()
-    _translator = translator
+    session.adopt_in_worker()
+    _session = session
 
 
 def _decode(job: tuple):
-    return _translator.translate_batch(*job)
+    return _session.translate_batch(*job)
 
 
 class DecodingWorkers:
-    """``workers`` processes, forked from this one with ``translator`` in them, decoding
-    batches (``Translator.translate_batch``'s arguments) in turn; results in the order given."""
+    """``workers`` processes, forked from this one with a translator's ``session``
+    (``batch_session.BatchSession``) in them, decoding batches (its ``translate_batch``'s
+    arguments) in turn; results in the order given."""
 
-    def __init__(self, translator, workers: int):
+    def __init__(self, session, workers: int):
         self.workers = workers
         self.broken = False
         self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                                         initializer=_start, initargs=(translator,))
+                                         initializer=_start, initargs=(session,))
 
     def map(self, jobs: Iterable[tuple]) -> Iterator[Tuple[tuple, object]]:
         """(job, result) for every job, in the jobs' order, at most 2 x workers in flight."""

@@ -101,7 +101,7 @@ def main(argv=None) -> None:
     from .access import ApiKeys
 
     api_keys = ApiKeys.read(args.api_keys) if args.api_keys else None
-    from ..inference.translator import interactive_config
+    from ..inference.loading import interactive_config
 
     cfg = interactive_config(args)
     if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:

@@ -3,7 +3,7 @@
 import pytest
 
 from fconv_plugin.errors import FConvError
-from fconv_plugin.inference.translator import language_pair
+from fconv_plugin.inference.loading import language_pair
 
 
 def test_given_languages_are_kept(tmp_path):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fconv_plugin.inference.translator import nothing_to_translate
+from fconv_plugin.inference.text_codec import nothing_to_translate
 
 
 @pytest.mark.parametrize("line", ["🙏", "¡¡¡ ... !!!", "3:16", "12,5 %", "", "  ", "https://example.org/a?b=1",

@@ -8,7 +8,7 @@ from fairseq.data import indexed_dataset
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fconv_plugin.inference.documents import split_document
-from fconv_plugin.inference.translator import trained_sentence_cut, trained_source_lengths
+from fconv_plugin.inference.loading import trained_sentence_cut, trained_source_lengths
 from tests.support import make_dictionary
 
 

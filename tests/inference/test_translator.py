@@ -12,7 +12,8 @@ from fairseq.tasks import FairseqTask
 from fconv_plugin import precision
 from fconv_plugin.errors import FConvError
 from fconv_plugin.inference import Translator
-from fconv_plugin.inference.translator import place_model, source_tokens
+from fconv_plugin.inference.loading import place_model
+from fconv_plugin.inference.text_codec import source_tokens
 from tests.support import DictionaryTask, build_plugin_model, make_dictionary
 from tests.tasks import interactive_answers
 
@@ -138,8 +139,8 @@ def test_the_cores_search_and_fairseqs_generator_give_the_same_translations(tran
     data_bin, save_dir, _ = trained_model
     reference = Translator.from_pretrained(save_dir / "checkpoint_best.pt", data_bin, beam=5, search="fairseq")
     lines = _sentences(24, seed=21)
-    assert translator._generator(translator.defaults, False)[2] is not None  # the vectorised search runs
-    assert reference._generator(reference.defaults, False)[2] is None
+    assert translator.session.generator(translator.defaults, False)[2] is not None  # the vectorised search runs
+    assert reference.session.generator(reference.defaults, False)[2] is None
     for options in ({}, {"beam": 4, "nbest": 3, "lenpen": 0.7, "alignment": True}, {"beam": 1, "replace_unk": True}):
         ours, theirs = translator.translate(lines, **options), reference.translate(lines, **options)
         assert [r.hypotheses for r in ours] == [r.hypotheses for r in theirs], options
@@ -183,7 +184,7 @@ def test_bf16_on_the_cpu_translates_in_float32_with_a_note_or_is_refused_without
         with pytest.raises(FConvError, match="^--bf16 on the CPU needs bfloat16 units .*; drop --bf16 to run in float32$"):
             place_model(model, options, torch.device("cpu"), cpu_bf16_units=lambda: units)
         return
-    with caplog.at_level(logging.INFO, logger="fconv_plugin.inference.translator"):
+    with caplog.at_level(logging.INFO, logger="fconv_plugin.inference.loading"):
         place_model(model, options, torch.device("cpu"), cpu_bf16_units=lambda: units)
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     assert [r.getMessage() for r in caplog.records] == [

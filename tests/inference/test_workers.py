@@ -94,7 +94,7 @@ def test_workers_share_the_default_batch_bound_and_a_given_bound_stays(translato
     lines = _sentences(600, seed=9)  # 4,000+ padded tokens: more than one default batch
 
     def padded_sizes(workers, **bounds):
-        batches = list(translator._batches(lines, bounds.get("max_tokens"), bounds.get("max_sentences"), workers))
+        batches = list(translator.session.batches(lines, bounds.get("max_tokens"), bounds.get("max_sentences"), workers))
         assert sorted(i for ids, _, _ in batches for i in ids) == list(range(len(lines)))
         return [src.numel() for _, src, _ in batches]
 

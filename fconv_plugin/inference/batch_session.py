@@ -1,0 +1,286 @@
+"""A translator's calls in batches: fairseq's batching, the generator for the options, the search, the results.
+
+``BatchSession`` holds what every call of a translator shares: the generators built for
+each set of options (fairseq's ``SequenceGenerator``, with the vectorised search
+``decoding/search.py`` where it applies), the attention-returning views of the models, and
+the bounds of a batch. ``batches`` cuts encoded sentences into fairseq's batches (the
+task's own dataset for inference and batch iterator, as fairseq-interactive uses them);
+``translate_batch`` decodes one, in this process or a decoding worker's.
+"""
+
+import copy
+import math
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, fields
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from fairseq import utils
+
+from ..decoding.search import BeamSearch
+from ..deployment.int8 import Int8Weight
+from ..errors import FConvError
+from .attention import layer_attention, readable
+from .loading import LoadedModels, without_host_notices
+from .results import Hypothesis, LayerAttention, Translation
+from .text_codec import TextCodec, nothing_to_translate, passed_through, source_token_count, source_tokens
+from .workers import DecodingWorkers, check_workers
+
+LN2 = math.log(2)
+DEFAULT_MAX_TOKENS = 4000  # source tokens in one generation call when the options give no bound
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    """fairseq's generation options a call may set (its ``--beam``, ``--lenpen``, ...)."""
+
+    beam: int = 5
+    nbest: int = 1
+    lenpen: float = 1.0
+    unkpen: float = 0.0
+    min_len: int = 1
+    max_len_a: float = 0.0
+    max_len_b: int = 200
+    no_repeat_ngram_size: int = 0
+
+    @classmethod
+    def from_cfg(cls, generation) -> "GenerationOptions":
+        return cls(**{f.name: getattr(generation, f.name) for f in fields(cls)})
+
+    def check(self) -> None:
+        if self.beam < 1 or self.nbest < 1 or self.nbest > self.beam:
+            raise FConvError(f"beam {self.beam} and nbest {self.nbest}: give beam >= 1 and 1 <= nbest <= beam")
+
+
+@dataclass(frozen=True)
+class BatchCall:
+    """What every batch of one ``translate`` call shares."""
+
+    options: GenerationOptions
+    unk_dictionary: Optional[Dict[str, str]]
+    alignment: bool
+    attention: bool
+    decode: bool = True
+
+
+def wanted_rows(batches, still_wanted: Callable[[int], bool], pad: int):
+    """Each (ids, src_tokens, src_lengths) batch with only its sentences ``still_wanted``,
+    asked as the batch is reached, without the padding columns only the others needed (a
+    batch of those sentences alone); a batch with none left is skipped."""
+    for ids, src_tokens, src_lengths in batches:
+        keep = [row for row, index in enumerate(ids) if still_wanted(index)]
+        if not keep:
+            continue
+        if len(keep) < len(ids):
+            rows = torch.tensor(keep)
+            src_tokens, src_lengths = src_tokens[rows], src_lengths[rows]
+            src_tokens = src_tokens[:, src_tokens.ne(pad).any(dim=0)]
+            ids = [ids[row] for row in keep]
+        yield ids, src_tokens, src_lengths
+
+
+class BatchSession:
+    """The batching, generators and decoding of a translator's calls (``search``:
+    "vectorised" or "fairseq", as ``Translator``'s)."""
+
+    def __init__(self, loaded: LoadedModels, codec: TextCodec, cfg, search: str):
+        self.loaded, self.codec, self.cfg, self.search = loaded, codec, cfg, search
+        self.max_tokens = cfg.dataset.max_tokens
+        self.max_sentences = cfg.dataset.batch_size
+        self.default_batches = self.max_tokens is None and self.max_sentences is None
+        if self.default_batches:
+            self.max_tokens = DEFAULT_MAX_TOKENS
+        self._generators: "OrderedDict[tuple, object]" = OrderedDict()
+        self._attending_models: Optional[list] = None
+        self._decoding_workers: Dict[int, DecodingWorkers] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def source_limit(self) -> int:
+        """How many source tokens (with </s>) the model reads."""
+        limit = self.loaded.max_positions
+        return int(limit[0] if isinstance(limit, (tuple, list)) else limit)
+
+    def adopt_in_worker(self) -> None:
+        """In a decoding process forked from this one (``workers.py``): no workers of its own,
+        and a lock no other thread of the parent can be holding."""
+        self._lock = threading.Lock()
+        self._decoding_workers = {}
+
+    def check_lengths(self, encoded: Sequence[str]) -> None:
+        for number, line in enumerate(encoded, start=1):
+            where = f"sentence {number}" if len(encoded) > 1 else "the sentence"
+            if not line.strip():
+                raise FConvError(f"{where} is empty")
+            count = source_token_count(line)
+            if count > self.source_limit:
+                raise FConvError(f"{where} has {count} tokens; the model reads at most {self.source_limit}; "
+                                 "split it (translate_document splits long sentences itself)")
+
+    def batches(self, encoded: Sequence[str], max_tokens: Optional[int], max_sentences: Optional[int],
+                workers: int = 1):
+        """(input indices, src_tokens, src_lengths) of fairseq's batches: the task's own
+        dataset for inference and batch iterator, as fairseq-interactive uses them. Where
+        neither the call nor the options bound a batch, ``workers`` share the default
+        bound (the same tokens in flight as one process, in more batches to share out),
+        never below what one sentence may have."""
+        task = self.loaded.task
+        if max_tokens is None and max_sentences is None:
+            max_tokens, max_sentences = self.max_tokens, self.max_sentences
+            if self.default_batches and workers > 1:
+                max_tokens = max(DEFAULT_MAX_TOKENS // workers, min(self.source_limit, DEFAULT_MAX_TOKENS))
+        tokens, lengths = source_tokens(task, encoded)
+        with without_host_notices():  # the batches hold this call's sentences only
+            batches = list(task.get_batch_iterator(
+                dataset=task.build_dataset_for_inference(tokens, lengths),
+                max_tokens=max_tokens, max_sentences=max_sentences, max_positions=self.loaded.max_positions,
+                ignore_invalid_inputs=False, disable_iterator_cache=True,
+            ).next_epoch_itr(shuffle=False))
+        for batch in batches:
+            yield batch["id"].tolist(), batch["net_input"]["src_tokens"], batch["net_input"]["src_lengths"]
+
+    def generator(self, options: GenerationOptions, attention: bool) -> Tuple[object, list, Optional[BeamSearch]]:
+        """fairseq's generator for these options (kept for the next call with the same),
+        the models it runs (the attention-returning views when ``attention``) and the
+        vectorised search with its settings, or None where fairseq's must run."""
+        key = (options, attention)
+        with self._lock:
+            if key in self._generators:
+                self._generators.move_to_end(key)
+                return self._generators[key]
+            models = self.loaded.models
+            if attention:
+                if self._attending_models is None:
+                    self._attending_models = [model.returning_attention() for model in self.loaded.models]
+                models = self._attending_models
+            generation = copy.deepcopy(self.cfg.generation)
+            for name, value in vars(options).items():
+                setattr(generation, name, value)
+            generation.replace_unk = None  # done here, on the hypotheses
+            generation.print_alignment = None  # likewise: fairseq's would re-run every hypothesis
+            generator = self.loaded.task.build_generator(models, generation)
+            search = BeamSearch.like(generator, models[0]) if self.search == "vectorised" else None
+            entry = (generator, models, search)
+            self._generators[key] = entry
+            if len(self._generators) > 32:
+                self._generators.popitem(last=False)
+            return entry
+
+    def translate(self, sentences: Sequence[str], options: GenerationOptions, *, alignment: bool, attention: bool,
+                  replace_unk, encoded: Optional[Sequence[str]], decode: bool, max_tokens: Optional[int],
+                  max_sentences: Optional[int], progress: Optional[Callable[[int], None]], workers: int,
+                  still_wanted: Optional[Callable[[int], bool]]) -> List[Optional[Translation]]:
+        """``Translator.translate`` with its options resolved: lines without a word pass
+        through, the rest are encoded, checked, batched and decoded (here or in ``workers``)."""
+        check_workers(workers, self.loaded.device)
+        words = [i for i, sentence in enumerate(sentences) if not nothing_to_translate(sentence)]
+        if len(words) < len(sentences):  # emoji, punctuation, numbers, links: the model would invent a sentence
+            results = [passed_through(sentence, self.loaded.task.target_dictionary.eos()) for sentence in sentences]
+            if words:
+                translated = self.translate(
+                    [sentences[i] for i in words], options, alignment=alignment, attention=attention,
+                    replace_unk=replace_unk, encoded=None if encoded is None else [encoded[i] for i in words], decode=decode,
+                    max_tokens=max_tokens, max_sentences=max_sentences, progress=progress, workers=workers,
+                    still_wanted=None if still_wanted is None else (lambda i: still_wanted(words[i])))
+                for i, translation in zip(words, translated):
+                    results[i] = translation
+            if progress is not None:
+                progress(len(sentences) - len(words))
+            return results
+        unk_dictionary = self.codec.unk_dictionary_for(replace_unk)
+        encoded = [self.codec.encode(s) for s in sentences] if encoded is None else list(encoded)
+        if len(encoded) != len(sentences):
+            raise FConvError(f"{len(sentences)} sentences but {len(encoded)} encoded ones; give one per sentence")
+        self.check_lengths(encoded)
+        call = BatchCall(options, unk_dictionary, alignment, attention, decode)
+        batches = self.batches(encoded, max_tokens, max_sentences, workers)
+        if still_wanted is not None:
+            batches = wanted_rows(batches, still_wanted, self.loaded.task.source_dictionary.pad())
+        jobs = ((call, ids, src_tokens, src_lengths, [sentences[i] for i in ids], [encoded[i] for i in ids])
+                for ids, src_tokens, src_lengths in batches)
+        done = ((job, self.translate_batch(*job)) for job in jobs) if workers == 1 else self.workers(workers).map(jobs)
+        results: List[Optional[Translation]] = [None] * len(sentences)
+        for job, translations in done:
+            ids = job[1]
+            for index, translation in zip(ids, translations):
+                results[index] = translation
+            if progress is not None:
+                progress(len(ids))
+        return results
+
+    def workers(self, workers: int) -> DecodingWorkers:
+        """The decoding processes for ``workers`` (``workers.py``), started on first use and
+        kept until ``close``; one set per count, for calls in other threads with another."""
+        with self._lock:
+            pool = self._decoding_workers.get(workers)
+            if pool is None or pool.broken:
+                if pool is not None:
+                    pool.close()
+                for model in self.loaded.models:  # int8 weights packed here once, shared by the forked workers
+                    for module in model.modules():
+                        if isinstance(module, Int8Weight):
+                            module.packed()
+                pool = self._decoding_workers[workers] = DecodingWorkers(self, workers)
+            return pool
+
+    def close(self) -> None:
+        """Stops the decoding processes, if any were started."""
+        with self._lock:
+            pools, self._decoding_workers = list(self._decoding_workers.values()), {}
+        for pool in pools:
+            pool.close()
+
+    def translate_batch(self, call: BatchCall, ids: List[int], src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                        sentences: List[str], encoded: List[str]) -> List[Translation]:
+        """One batch of ``batches`` translated: a Translation per sentence, in ``ids``' order
+        (``sentences`` and ``encoded`` are the batch's own)."""
+        options, unk_dictionary = call.options, call.unk_dictionary
+        needs_attention = call.alignment or unk_dictionary is not None
+        generator, models, search = self.generator(options, needs_attention)
+        task, device = self.loaded.task, self.loaded.device
+        tgt_dict = task.target_dictionary
+        strip = getattr(generator, "symbols_to_strip_from_output", {generator.eos})
+        on_device = src_tokens.to(device), src_lengths.to(device)
+        if search is not None:
+            batch_hypos = search.generate(*on_device, attention=needs_attention)
+        else:
+            sample = {"net_input": {"src_tokens": on_device[0], "src_lengths": on_device[1]}}
+            batch_hypos = task.inference_step(generator, models, sample)
+        translations = []
+        for row, hypos in enumerate(batch_hypos[: len(ids)]):
+            source_row = src_tokens[row]
+            translation = Translation(sentences[row])
+            for hypo in hypos[: options.nbest]:
+                tokens = hypo["tokens"].int().cpu()
+                token_ids = tokens.tolist()  # the dictionary reads ints ~30x faster than 0-d tensors
+                text = self.codec.hypothesis_text(token_ids, strip, unk_dictionary, hypo["attention"], source_row,
+                                                  encoded[row])
+                result = Hypothesis(
+                    text=self.codec.decode(text) if call.decode else text,
+                    tokens=token_ids,
+                    score=float(hypo["score"]) / LN2,
+                    positional_scores=(hypo["positional_scores"].double() / LN2).tolist(),
+                )
+                if call.alignment:
+                    pairs = utils.extract_hard_alignment(hypo["attention"].float().cpu().transpose(1, 0), source_row,
+                                                         tokens, tgt_dict.pad(), tgt_dict.eos())
+                    result.alignment = [(int(s), int(t)) for s, t in pairs]
+                if call.attention:
+                    result.attention, result.p_gen = self.teacher_forced(
+                        utils.strip_pad(source_row, task.source_dictionary.pad()), tokens)
+                translation.hypotheses.append(result)
+            translations.append(translation)
+        return translations
+
+    def teacher_forced(self, src_tokens: torch.Tensor, target_tokens: torch.Tensor):
+        """Each attention layer's weights (and p_gen) for one sentence and its translation."""
+        model, device = self.loaded.models[0], self.loaded.device
+        layers, p_gen = layer_attention(model, src_tokens.to(device), target_tokens.long().to(device))
+        src_dict, tgt_dict = self.loaded.task.source_dictionary, self.loaded.task.target_dictionary
+        attention = LayerAttention(
+            source=readable([src_dict[i] for i in src_tokens.tolist()]),
+            target=readable([tgt_dict[i] for i in target_tokens.tolist()]),
+            layers=[layer.float().tolist() for layer in layers],
+        )
+        return attention, (None if p_gen is None else p_gen.float().tolist())
