@@ -218,3 +218,19 @@ def test_the_translator_is_a_face_that_hands_each_job_on():
     replacing = sorted(path.name for path in inference.glob("*.py")
                        if any(name.startswith("fconv_plugin.modules.unk_replacement") for _, name in _imports(path)))
     assert replacing == ["text_codec.py"]
+
+
+HTTP_STACK = ("fastapi", "starlette", "uvicorn")
+
+
+def test_the_server_routes_in_one_place_and_serves_below_it():
+    """fconv-serve's HTTP is app.py's (and main.py's, which runs uvicorn): the service,
+    the protocol adapters, the batcher and the rest of serve/ import no web framework, and
+    ``create_app`` only routes, in at most 60 lines (docs/design.md)."""
+    serve = PACKAGE / "serve"
+    http = sorted(path.name for path in serve.glob("*.py")
+                  if any(name.split(".")[0] in HTTP_STACK for _, name in _imports(path)))
+    assert http == ["app.py", "main.py"]
+    app = (serve / "app.py").read_text(encoding="utf-8")
+    create_app = next(node for node in ast.parse(app).body if getattr(node, "name", None) == "create_app")
+    assert create_app.end_lineno - create_app.lineno + 1 <= 60

@@ -57,7 +57,6 @@ class Job:
     alignment: bool = False
     attention: bool = False
     nbest: int = 1  # hypotheses per sentence (LibreTranslate's alternatives), at most ``beam``
-    items: list = field(default_factory=list)  # the request's texts (app.Item): how ``lines`` make its answers
     deadline: float = math.inf  # time.monotonic() after which nobody waits for the answer
     result: Future = field(default_factory=Future)
     chunks: Deque[Tuple[int, int, int]] = field(default_factory=deque)  # (start, end, tokens) of lines not yet taken

@@ -24,19 +24,12 @@ import html
 import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
-from ..inference import Translation, Translator
+from ..inference import Translation
 from . import language_id
-from .batching import Job
-from .requests import BadRequest, Item, Limits, check_size, item_translations, job_of, text_item
-
-# names LibreTranslate's clients show; a code without one is shown as the code
-LANGUAGE_NAMES = {
-    "ar": "Arabic", "de": "German", "en": "English", "es": "Spanish", "fi": "Finnish", "fr": "French",
-    "it": "Italian", "ja": "Japanese", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese", "ro": "Romanian",
-    "ru": "Russian", "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese",
-}
+from .requests import Asked, BadRequest, Item, Limits, check_size, item_translations, job_of, text_item
+from .served import LANGUAGE_NAMES, ServedModels
 FIELDS = {"q", "source", "target", "format", "api_key", "alternatives"}
 RAW_TEXT_TAGS = ("script", "style")
 
@@ -45,48 +38,29 @@ def is_libretranslate_request(fields: dict) -> bool:
     return "q" in fields
 
 
-def language_list(translators: Dict[str, Translator]) -> List[dict]:
-    targets: Dict[str, set] = {}
-    for translator in translators.values():
-        source, target = translator.languages
-        if source and target:
-            targets.setdefault(source, set()).add(target)
-            targets.setdefault(target, set())
-    return [{"code": code, "name": LANGUAGE_NAMES.get(code, code), "targets": sorted(targets[code])}
-            for code in sorted(targets)]
+def model_for(served: ServedModels, source: str, target: str) -> str:
+    """The model for the pair, or LibreTranslate's 400 naming the pairs served."""
+    model = served.model_for(source, target)
+    if model is None:
+        raise BadRequest(400, f"{source} to {target} is not available; this server translates {served.named_pairs()}")
+    return model
 
 
-def _pairs(translators: Dict[str, Translator]) -> str:
-    return ", ".join(f"{s}-{t}" for s, t in (t.languages for t in translators.values()) if s and t) or "no named pair"
-
-
-def model_for(translators: Dict[str, Translator], source: str, target: str) -> str:
-    for name, translator in translators.items():
-        model_source, model_target = translator.languages
-        if model_target == target and source == model_source:
-            return name
-    raise BadRequest(400, f"{source} to {target} is not available; this server translates {_pairs(translators)}")
-
-
-def served_sources(translators: Dict[str, Translator]) -> List[str]:
-    return sorted({t.languages[0] for t in translators.values() if t.languages[0]})
-
-
-def detect_answer(fields: dict, translators: Dict[str, Translator]) -> List[dict]:
+def detect_answer(fields: dict, served: ServedModels) -> List[dict]:
     """POST /detect: the served source languages, most likely first (``language_id``)."""
     q = fields.get("q")
     if not isinstance(q, str) or not q.strip():
         raise BadRequest(400, "Invalid request: missing q parameter")
-    return language_id.detections(q, served_sources(translators))
+    return language_id.detections(q, served.sources)
 
 
-def detected_source(texts: List[str], target: str, translators: Dict[str, Translator]) -> Tuple[str, float]:
+def detected_source(texts: List[str], target: str, served: ServedModels) -> Tuple[str, float]:
     """``source: auto``: the language the texts are most likely in, over every language the
     identifier knows; LibreTranslate's error where no served model reads it into ``target``."""
     code, confidence = language_id.most_likely("\n".join(texts))
-    if not any(t.languages == (code, target) for t in translators.values()):
+    if served.model_for(code, target) is None:
         raise BadRequest(400, f"{code} is not supported (detected with confidence {confidence:g}); "
-                              f"this server translates {_pairs(translators)}")
+                              f"this server translates {served.named_pairs()}")
     return code, confidence
 
 
@@ -159,7 +133,7 @@ def rebuild_html(pieces: List[Tuple[bool, str]], translated) -> str:
     return "".join(out)
 
 
-def parse_libretranslate_request(fields: dict, translators: Dict[str, Translator], limits: Limits) -> Tuple[Job, Shape]:
+def parse_libretranslate_request(fields: dict, served: ServedModels, limits: Limits) -> Tuple[Asked, Shape]:
     unknown = sorted(set(fields) - FIELDS)
     if unknown:
         raise BadRequest(400, f"Invalid request: unknown parameter {unknown[0]!r}; the parameters are "
@@ -184,9 +158,9 @@ def parse_libretranslate_request(fields: dict, translators: Dict[str, Translator
     if not all(text.strip() for text in texts):
         raise BadRequest(400, "Invalid request: q holds an empty text")
     check_size(texts, limits)
-    detected = detected_source(texts, fields["target"], translators) if fields["source"] == "auto" else None
-    model = model_for(translators, detected[0] if detected else fields["source"], fields["target"])
-    translator = translators[model]
+    detected = detected_source(texts, fields["target"], served) if fields["source"] == "auto" else None
+    model = model_for(served, detected[0] if detected else fields["source"], fields["target"])
+    translator = served.translators[model]
     beam = translator.defaults.beam
     if alternatives > beam - 1:
         raise BadRequest(400, f"Invalid request: {alternatives} alternatives; this server's beam of {beam} (--beam) "
@@ -197,8 +171,7 @@ def parse_libretranslate_request(fields: dict, translators: Dict[str, Translator
         where = f"text {number}" if len(texts) > 1 else "the text"
         parts = [part for translate, part in pieces[number - 1] if translate] if pieces else [text]
         items += [text_item(translator, part.strip(), where, as_document=True) for part in parts]
-    job = job_of(model, items, beam, limits, nbest=alternatives + 1)
-    return job, Shape(as_list, pieces, detected, alternatives)
+    return job_of(model, items, beam, nbest=alternatives + 1), Shape(as_list, pieces, detected, alternatives)
 
 
 def _alternatives(item, mine: List[Translation], count: int) -> List[str]:
@@ -214,9 +187,9 @@ def _alternatives(item, mine: List[Translation], count: int) -> List[str]:
     return found[:count]
 
 
-def libretranslate_answer(shape: Shape, job: Job, translations: List[Translation]) -> dict:
+def libretranslate_answer(shape: Shape, asked: Asked, translations: List[Translation]) -> dict:
     # one document per text (or per html text piece)
-    documents = list(item_translations(job, translations))
+    documents = list(item_translations(asked, translations))
     texts = [item.document.assemble(mine).text for item, mine in documents]
     if shape.html_pieces is not None:
         translated = iter(texts)
@@ -231,12 +204,10 @@ def libretranslate_answer(shape: Shape, job: Job, translations: List[Translation
     return answer
 
 
-def frontend_settings(translators: Dict[str, Translator], limits: Limits, keys_required: bool,
-                      file_formats: List[str]) -> dict:
+def frontend_settings(served: ServedModels, limits: Limits, keys_required: bool, file_formats: List[str]) -> dict:
     """GET /frontend/settings in LibreTranslate's shape, from the server's own limits."""
-    sources = served_sources(translators)
-    first = next((t.languages for t in translators.values() if all(t.languages)), (None, None))
-    source = {"code": "auto", "name": "Auto Detect"} if language_id.known(sources) else \
+    first = served.first_pair
+    source = {"code": "auto", "name": "Auto Detect"} if language_id.known(served.sources) else \
         {"code": first[0] or "", "name": LANGUAGE_NAMES.get(first[0], first[0] or "")}
     return {
         "charLimit": limits.max_characters,

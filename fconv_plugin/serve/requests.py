@@ -1,8 +1,9 @@
 """What a translation request asks for, checked, and what its answer says: the native API.
 
-A request's JSON becomes a ``batching.Job`` (its texts as the pieces the model reads),
-or ``BadRequest`` naming the first problem; the job's translations become the answer's
-JSON. The HTTP side is ``app.py``; LibreTranslate's API is ``libretranslate.py``.
+A request's JSON becomes what it asks (``Asked``: a ``batching.Job`` of the pieces the
+model reads, and the request's texts they make up), or ``BadRequest`` naming the first
+problem; the job's translations become the answer's JSON. The service (``service.py``)
+runs the job; the HTTP side is ``app.py``; LibreTranslate's API is ``libretranslate.py``.
 """
 
 import json
@@ -12,6 +13,7 @@ from urllib.parse import parse_qsl
 
 from ..inference import SplitDocument, Translation, Translator, split_document
 from .batching import Job
+from .served import ServedModels
 
 
 @dataclass
@@ -66,9 +68,8 @@ def _fields_of(pairs) -> Dict[str, object]:
     return {name: found if name == "q" and len(found) > 1 else found[0] for name, found in values.items()}
 
 
-def parse_translate_request(request: dict, translators: Dict[str, Translator], default_model: str,
-                            default_beam: int, limits: Limits) -> Job:
-    """The native API's request as a Job, or BadRequest naming the first problem."""
+def parse_translate_request(request: dict, served: ServedModels, limits: Limits) -> "Asked":
+    """The native API's request as what it asks, or BadRequest naming the first problem."""
     unknown = sorted(set(request) - {"text", "beam", "alignment", "attention", "model", "document"})
     if unknown:
         raise BadRequest(422, f"unknown field {unknown[0]!r}; the fields are text, beam, alignment, attention, model, document")
@@ -82,12 +83,12 @@ def parse_translate_request(request: dict, translators: Dict[str, Translator], d
     if not lines:
         raise BadRequest(422, '"text" is an empty list; give at least one sentence')
     check_size(lines, limits)
-    model = request.get("model", default_model)
+    model = request.get("model", served.default)
     if not isinstance(model, str):
         raise BadRequest(422, f'"model" must be a model\'s name, got {json.dumps(model)}')
-    if model not in translators:
+    if model not in served.translators:
         raise BadRequest(404, f"no model named {model!r}; GET /models lists them")
-    beam = request.get("beam", default_beam)
+    beam = request.get("beam", served.default_beam)
     if type(beam) is not int or not 1 <= beam <= limits.max_beam:
         raise BadRequest(422, f'"beam" must be a whole number from 1 to {limits.max_beam}, got {json.dumps(beam)}')
     flags = {}
@@ -96,14 +97,14 @@ def parse_translate_request(request: dict, translators: Dict[str, Translator], d
         if type(flags[flag]) is not bool:
             raise BadRequest(422, f'"{flag}" must be true or false, got {json.dumps(flags[flag])}')
     as_document = flags.pop("document")
-    translator = translators[model]
+    translator = served.translators[model]
     items: List[Item] = []
     for number, text in enumerate(lines, start=1):
         where = f"sentence {number}" if len(lines) > 1 else "the sentence"
         if not text.strip():
             raise BadRequest(422, f"{where} is empty")
         items.append(text_item(translator, text.strip(), where, as_document))
-    return job_of(model, items, beam, limits, **flags)
+    return job_of(model, items, beam, **flags)
 
 
 def check_size(texts: List[str], limits: Limits, count_texts: bool = True) -> None:
@@ -119,17 +120,17 @@ def check_size(texts: List[str], limits: Limits, count_texts: bool = True) -> No
                               "(--max-request-characters); send the text in parts")
 
 
-def job_of(model: str, items: List["Item"], beam: int, limits: Limits, **flags) -> Job:
-    """The job that translates every piece of ``items``."""
+def job_of(model: str, items: List["Item"], beam: int, **flags) -> "Asked":
+    """The job that translates every piece of ``items``, with the items."""
     pieces = [piece for item in items for piece in item.pieces]
     encoded = [text for item in items for text in item.encoded]
-    return Job(model, pieces, encoded, beam, items=items, **flags)
+    return Asked(Job(model, pieces, encoded, beam, **flags), items)
 
 
-def item_translations(job: Job, translations: List[Translation]):
+def item_translations(asked: "Asked", translations: List[Translation]):
     """(item, its pieces' translations) for each text of the request, in order."""
     start = 0
-    for item in job.items:
+    for item in asked.items:
         yield item, translations[start: start + len(item.pieces)]
         start += len(item.pieces)
 
@@ -160,6 +161,15 @@ class Item:
     encoded: List[str]
 
 
+@dataclass
+class Asked:
+    """What a request asks: the job the batcher runs, and the request's texts (``Item``) its
+    lines make up, which turn its translations back into the answer."""
+
+    job: Job
+    items: List[Item]
+
+
 def _hypothesis_answer(translation: Translation, alignment: bool, attention: bool) -> dict:
     best = translation.best
     answer = {"text": best.text, "score": best.score}
@@ -176,10 +186,11 @@ def _hypothesis_answer(translation: Translation, alignment: bool, attention: boo
     return answer
 
 
-def answers(job: Job, translations: List[Translation]) -> List[dict]:
+def answers(asked: Asked, translations: List[Translation]) -> List[dict]:
     """One answer per text of the request: a sentence's, or a document's text with its sentences'."""
+    job = asked.job
     out = []
-    for item, mine in item_translations(job, translations):
+    for item, mine in item_translations(asked, translations):
         if item.document is None:
             out.append(_hypothesis_answer(mine[0], job.alignment, job.attention))
             continue
