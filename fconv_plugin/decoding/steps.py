@@ -98,7 +98,7 @@ class DecoderSteps:
         histories = [keys.new_zeros(rows, width) if width else None for width in self.history_widths()]
         compiled = None
         if self.compiled:
-            chosen = backend.select(keys.device, keys.dtype, int8_weights=is_int8(decoder))
+            chosen = backend.select(keys.device, keys.dtype, int8_weights=int8_layers.has_int8_weights(decoder))
             if chosen.step is not None:
                 compiled = compiled_step.compiled_decoding(chosen, decoder, layers, histories, source)
         return DecodingState(layers, source, None if compiled is not None else histories, compiled)
@@ -198,11 +198,6 @@ def _reorder_histories(state: DecodingState, order: Tensor) -> None:
         state.compiled.reorder(order)
     else:
         state.histories = [None if h is None else h.index_select(0, order) for h in state.histories]
-
-
-def is_int8(decoder: FConvDecoder) -> bool:
-    """Whether any of the decoder's weights are int8 (``FConvModel.quantize_int8_``)."""
-    return any(isinstance(module, int8_layers.Int8Weight) for module in decoder.modules())
 
 
 def _give_source(state: DecodingState) -> None:

@@ -348,6 +348,11 @@ class PreciseGatedLinearUnit(GatedLinearUnit):
         return (a / (1.0 + torch.exp(-b))).to(x.dtype)  # σ as Exp and Div: onnxruntime's float64 Sigmoid is slow
 
 
+def has_int8_weights(module: nn.Module) -> bool:
+    """Whether any of ``module``'s weights are int8 (``swap_in_int8_modules_``, fconv-quantize)."""
+    return any(isinstance(part, Int8Weight) for part in module.modules())
+
+
 INT8_FORMS: Dict[type, Type[nn.Module]] = {
     AttentionSums: BatchInvariantSums,
     GatedLinearUnit: PreciseGatedLinearUnit,

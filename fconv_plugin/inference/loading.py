@@ -21,7 +21,7 @@ from fairseq import checkpoint_utils, tasks, utils
 
 from .. import precision
 from ..checkpoint_io import loading_fairseq_checkpoints
-from ..deployment.int8 import Int8Weight
+from ..deployment.int8 import has_int8_weights
 from ..errors import FConvError
 
 logger = logging.getLogger(__name__)
@@ -163,11 +163,6 @@ def inference_device(cfg) -> torch.device:
     """Where a model runs, as fairseq-interactive decides: the GPU when there is one,
     unless ``--cpu``."""
     return torch.device("cuda" if torch.cuda.is_available() and not cfg.common.cpu else "cpu")
-
-
-def has_int8_weights(model) -> bool:
-    """Whether ``model`` is fconv-quantize's int8 form."""
-    return any(isinstance(module, Int8Weight) for module in model.modules())
 
 
 def place_model(model, cfg, device: torch.device,

@@ -13,7 +13,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 from ..errors import FConvError
 from .batch_session import BatchSession, GenerationOptions
 from .documents import translate_document
-from .loading import has_int8_weights, interactive_config, load_models, trained_sentence_cut, trained_source_lengths
+from ..deployment.int8 import has_int8_weights
+from .loading import interactive_config, load_models, trained_sentence_cut, trained_source_lengths
 from .results import DocumentTranslation, Translation
 from .text_codec import TextCodec, source_token_count
 

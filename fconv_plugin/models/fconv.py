@@ -30,7 +30,7 @@ from ..modules import (
     forward_conv_blocks,
     scale_gradient,
 )
-from ..deployment.int8 import Int8Weight, swap_in_int8_modules_
+from ..deployment.int8 import has_int8_weights, swap_in_int8_modules_
 from ..modules.conv_block import SQRT_HALF, GatedLinearUnit, plan_conv_stack, residual_projection, same_length_padding
 from ..modules.attention import AttentionSums
 from ..modules.embeddings import SharedOutputEmbedding, positional_embedding_or_none
@@ -167,7 +167,7 @@ class FConvModel(FairseqEncoderDecoderModel):
 
     def has_int8_weights(self) -> bool:
         """Whether fconv-quantize's int8 layers are swapped in (``quantize_int8_``)."""
-        return any(isinstance(module, Int8Weight) for module in self.modules())
+        return has_int8_weights(self)
 
     def returning_attention(self) -> "FConvModel":
         """This model, sharing every weight and module, with a decoder that returns its
