@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import fconv_plugin
+from tests import warm_commands
 
 PLUGIN_DIR = str(Path(fconv_plugin.__file__).parent)
-BIN_DIR = Path(sys.executable).parent
+BIN_DIR = Path(sys.executable).parent  # the console scripts themselves (what a fault test kills at a moment)
 
 SMALL_MODEL = [
     "--arch", "fconv_iwslt_de_en",
@@ -27,10 +28,11 @@ TWENTY_UPDATES = [*SMALL_MODEL, "--optimizer", "adam", "--lr", "0.003", "--max-t
 
 
 def run_tool(tool: str, *args, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
-    """Run one of fairseq's console scripts from this environment."""
+    """Run one of this environment's fairseq or fconv commands, in a process of its own
+    (forked from one that imported torch & co. already: tests/warm_commands.py)."""
     kwargs.setdefault("text", True)
     kwargs.setdefault("timeout", 900)  # a hung tool fails the test instead of the whole run
-    result = subprocess.run([str(BIN_DIR / tool), *map(str, args)], capture_output=True, **kwargs)
+    result = subprocess.run([str(warm_commands.bin_dir() / tool), *map(str, args)], capture_output=True, **kwargs)
     if check and result.returncode != 0:
         raise AssertionError(f"{tool} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return result

@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from tests import warm_commands
+
 ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 # (page, the line's first words) -> the test here that runs it
@@ -121,7 +122,7 @@ def test_every_documented_command_is_accounted_for():
 def _run(command: str, cwd: Path, timeout: int = 900, **kwargs) -> subprocess.CompletedProcess:
     """``command`` by bash in ``cwd``, with this environment's commands first on PATH."""
     result = subprocess.run(["bash", "-c", "set -euo pipefail\n" + command], cwd=cwd, capture_output=True, text=True,
-                            timeout=timeout, env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
+                            timeout=timeout, env={**os.environ, "PATH": f"{warm_commands.bin_dir()}{os.pathsep}{os.environ['PATH']}"},
                             **kwargs)
     assert result.returncode == 0, f"{command}\n{result.stderr[-3000:]}"
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
@@ -265,7 +266,7 @@ def test_readmes_user_dir_expression_names_the_installed_package(tmp_path):
 def test_fconv_translate_needs_no_languages_where_the_data_bin_names_them(quickstart_run, tmp_path):
     """The same crash hydra gave fconv-attention (tokenizer.source_lang=null) reached every
     command of the inference core; the languages now come from the data-bin for all of them."""
-    result = subprocess.run([str(BIN / "fconv-translate"), str(quickstart_run / "data-bin"), "--path",
+    result = subprocess.run([str(warm_commands.bin_dir() / "fconv-translate"), str(quickstart_run / "data-bin"), "--path",
                              str(quickstart_run / "checkpoints" / "checkpoint_best.pt"), "--tokenizer", "moses",
                              "--bpe", "subword_nmt", "--bpe-codes", str(quickstart_run / "codes"), "--no-progress-bar"],
                             input="Y dijo Dios: Sea la luz.\n", capture_output=True, text=True, timeout=300)

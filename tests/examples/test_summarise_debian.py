@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import warm_commands
+
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,9 +50,9 @@ def test_prepare_keeps_each_source_package_in_one_split(tiny_corpus):
 
 def test_the_script_runs_end_to_end_and_ends_with_the_rouge_line(tiny_corpus):
     root, corpus = tiny_corpus
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "CORPUS": str(corpus), "UPDATES": "30",
+    env = {"PATH": f"{warm_commands.bin_dir()}:/usr/bin:/bin", "CORPUS": str(corpus), "UPDATES": "30",
            "VALID": "40", "TEST": "40", "WORK_DIR": str(root / "run"), "MODEL": TINY_MODEL,
-           "VENV": str(Path(sys.executable).parent.parent)}
+           "VENV": str(warm_commands.venv_dir())}
     result = subprocess.run(["bash", EXAMPLE / "summarise.sh"], env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     last = result.stdout.strip().splitlines()[-1]

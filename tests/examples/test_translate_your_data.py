@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import warm_commands
+
 from fconv_plugin import precision
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
@@ -33,7 +35,7 @@ def corpus(tmp_path_factory):
 
 
 def _run(corpus, work_dir, timeout=900, **knobs):
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "VENV": str(Path(sys.executable).parent.parent),
+    env = {"PATH": f"{warm_commands.bin_dir()}:/usr/bin:/bin", "VENV": str(warm_commands.venv_dir()),
            "UPDATES": "40", "BPE_MERGES": "500", "ARCH_ARGS": TINY_MODEL, "WORK_DIR": str(work_dir), **knobs}
     return subprocess.run(["bash", SCRIPT, "es", "en", corpus / "train", corpus / "valid", corpus / "test"],
                           env=env, capture_output=True, text=True, timeout=timeout)

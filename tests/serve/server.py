@@ -8,7 +8,7 @@ import urllib.error
 import urllib.request
 
 from tests.support import free_port
-from tests.tasks import BIN_DIR
+from tests import warm_commands
 
 
 class Server:
@@ -18,7 +18,7 @@ class Server:
         self.log_path = log_path
         self.log = open(log_path, "w")
         self.process = subprocess.Popen(
-            [str(BIN_DIR / "fconv-serve"), str(data_bin), "--path", str(checkpoint), "--port", str(self.port), *map(str, options)],
+            [str(warm_commands.bin_dir() / "fconv-serve"), str(data_bin), "--path", str(checkpoint), "--port", str(self.port), *map(str, options)],
             stdout=self.log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 120

@@ -1,0 +1,85 @@
+"""tests/warm_commands.py runs a command as the command itself runs: the same output, exit
+status and signals, its environment's effects, and a plain process where the warm one
+would differ. The reference is the real console script run in a new process."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests import warm_commands
+from tests.tasks import BIN_DIR, PLUGIN_DIR
+
+TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", re.MULTILINE)
+
+
+def _both(*argv, **kwargs):
+    """(the real script in a new process, the same through the shim)."""
+    assert warm_commands.wait_until_warm()
+    kwargs.update(capture_output=True, text=True, timeout=300)
+    real = subprocess.run([str(BIN_DIR / argv[0]), *argv[1:]], **kwargs)
+    warm = subprocess.run([str(warm_commands.bin_dir() / argv[0]), *argv[1:]], **kwargs)
+    return real, warm
+
+
+def _forked(argv_start: str):
+    """The pids the warm process forked for commands whose argv starts with ``argv_start``."""
+    return [int(pid) for pid, argv in re.findall(r"^warm: (\d+) runs (.*)$", warm_commands.log(), re.MULTILINE)
+            if argv.startswith(argv_start)]
+
+
+def test_a_command_prints_and_exits_as_its_real_script_does(tmp_path):
+    real, warm = _both("fconv-info")
+    assert (warm.returncode, warm.stdout, warm.stderr) == (real.returncode, real.stdout, real.stderr)
+    assert _forked(str(BIN_DIR / "fconv-info"))  # it did run warm
+    # fairseq's own command, its import-time log line included, and a failure's status and message
+    real, warm = _both("fairseq-train", "--help")
+    assert warm.returncode == real.returncode == 0
+    assert TIMESTAMP.sub("", warm.stdout) == TIMESTAMP.sub("", real.stdout) and "usage: fairseq-train" in warm.stdout
+    real, warm = _both("fconv-quantize", str(tmp_path / "missing.pt"), str(tmp_path / "out.pt"))
+    assert warm.returncode == real.returncode != 0
+    assert TIMESTAMP.sub("", warm.stderr) == TIMESTAMP.sub("", real.stderr) and "missing.pt" in warm.stderr
+
+
+def test_what_changes_the_libraries_start_up_runs_plainly():
+    """OMP_NUM_THREADS is read when torch's OpenMP loads, so the warm process cannot honour it."""
+    assert warm_commands.wait_until_warm()
+    before = len(_forked(str(BIN_DIR / "fconv-info")))
+    result = subprocess.run([str(warm_commands.bin_dir() / "fconv-info")], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert "threads: 1 (torch.get_num_threads)" in result.stdout
+    assert len(_forked(str(BIN_DIR / "fconv-info"))) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_signal_to_the_command_reaches_it(trained_model, signum):
+    """SIGTERM is passed on to the command, which ends by it; SIGKILL, which cannot be passed
+    on, kills the command with the shim: a test's timeout or kill stops its command. Either
+    way the shim's status is the real script's: killed by that signal."""
+    data_bin, save_dir, _ = trained_model
+    assert warm_commands.wait_until_warm()
+    command = [str(warm_commands.bin_dir() / "fairseq-interactive"), str(data_bin), "--user-dir", PLUGIN_DIR,
+               "--path", str(save_dir / "checkpoint_best.pt")]
+    before = set(_forked(str(BIN_DIR / "fairseq-interactive")))
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while True:  # until it waits for input
+        (pid,) = set(_forked(str(BIN_DIR / "fairseq-interactive"))) - before or {None}
+        if pid is not None:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    time.sleep(10)  # well into its start-up
+    process.send_signal(signum)
+    assert process.wait(timeout=60) == -signum
+    deadline = time.monotonic() + 10
+    while f"warm: {pid} ended with" not in warm_commands.log():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert f"warm: {pid} ended with {-signum}\n" in warm_commands.log()  # SIGKILL: the shim's end killed it
+    process.stdout.close()
+    process.stdin.close()

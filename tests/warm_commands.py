@@ -1,0 +1,476 @@
+"""This environment's fairseq and fconv commands, each run in its own process forked from one
+that has already imported the libraries fairseq imports (torch, numpy, scipy, scikit-learn,
+hydra, ...), so that a test's command does not spend ~4.5 of its ~6 s starting up (issue 62:
+the suite starts hundreds of such processes, and importing was most of many tests' time).
+
+Each command still imports fairseq, fairseq_cli and the plugin itself, in its own order, and
+runs as its own process with its own arguments, environment, directory, standard streams
+(rebuilt as a new interpreter builds them for that environment) and exit status. What
+would make those libraries load differently (``OMP_*``, ``PYTHONPATH``, another locale's
+encoding, other resource limits) makes the command run as a plain process instead: the
+shim then ``exec``s the real script, as it does whenever no warm process answers.
+
+Three parts, one file:
+- ``bin_dir()``: a directory of shims, one per console script of this environment
+  (``fairseq-train``, ``fconv-translate``, ...), beside links to its other programs;
+- the shim's side (``run_shim``, standard library only, started with ``python -S``): sends
+  its argv, environment, directory and file descriptors 0-2 to the warm process, forwards
+  signals to the command and exits as the command exited (killed with the same signal);
+- the warm process (``serve``, started by ``start()`` from tests/conftest.py): imports the
+  libraries once and forks a child per command; a child whose shim dies is killed, so a
+  test's timeout or SIGKILL reaches the command.
+"""
+
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import tempfile
+from pathlib import Path
+
+REAL_BIN = Path(sys.executable).parent
+_HERE = Path(__file__).resolve()
+# what changes how torch, numpy, scipy or Python itself start up: a command whose value for
+# any of these differs from the warm process's runs as a plain process
+_IMPORT_TIME = ("OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "GOTOBLAS", "BLIS_", "NUMEXPR_", "NPY_", "SCIPY_",
+                "SKLEARN_", "JOBLIB_", "TORCH", "PYTORCH", "CUDA", "NVIDIA", "LD_", "MALLOC", "PYTHON")
+_REBUILT_IN_THE_CHILD = {"PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING"}
+_state = {}
+
+
+def _import_time_environment(env):
+    return {name: value for name, value in env.items()
+            if name.startswith(_IMPORT_TIME) and name not in _REBUILT_IN_THE_CHILD}
+
+
+def _interpreter_facts():
+    """What this interpreter decided at start-up from its environment, beside the variables."""
+    import codecs
+    import locale
+    import resource
+
+    limits = {name: resource.getrlimit(getattr(resource, name))
+              for name in ("RLIMIT_FSIZE", "RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_NOFILE", "RLIMIT_STACK", "RLIMIT_CPU",
+                           "RLIMIT_CORE", "RLIMIT_NPROC", "RLIMIT_MEMLOCK")}
+    return {"filesystem": [codecs.lookup(sys.getfilesystemencoding()).name, sys.getfilesystemencodeerrors()],
+            "preferred": codecs.lookup(locale.getpreferredencoding(False)).name,
+            "limits": {name: list(value) for name, value in limits.items()}}
+
+
+def _stream_facts():
+    """How this interpreter built its standard streams (encoding, errors, buffering)."""
+    facts = []
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        if stream is None:
+            facts.append(None)
+            continue
+        facts.append({"encoding": stream.encoding, "errors": stream.errors, "line_buffering": stream.line_buffering,
+                      "write_through": getattr(stream, "write_through", False),
+                      "raw": type(getattr(stream, "buffer", None)).__name__ == "FileIO"})
+    return facts
+
+
+# --- the shim's side (standard library only) ----------------------------------------------
+
+def _send(connection, message: dict, fds=()):
+    payload = json.dumps(message).encode()
+    data = struct.pack("!I", len(payload)) + payload
+    if fds:
+        socket.send_fds(connection, [data], list(fds))
+    else:
+        connection.sendall(data)
+
+
+def _receive(connection, with_fds=False):
+    """(message, fds); (None, []) when the other side closed."""
+    head, fds = b"", []
+    while len(head) < 4:
+        if with_fds and not head:
+            chunk, fds, _, _ = socket.recv_fds(connection, 4, 3)
+        else:
+            chunk = connection.recv(4 - len(head))
+        if not chunk:
+            return None, fds
+        head += chunk
+    (length,) = struct.unpack("!I", head)
+    payload = b""
+    while len(payload) < length:
+        chunk = connection.recv(length - len(payload))
+        if not chunk:
+            return None, fds
+        payload += chunk
+    return json.loads(payload), fds
+
+
+def _exec_real(script):
+    for name in ("SIGPIPE", "SIGXFSZ"):  # as a new process would find them
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+    os.execv(script, [script, *sys.argv[1:]])
+
+
+def run_shim(socket_path: str, script: str):
+    """The shim's whole life: the command runs warm, or this process becomes the real script."""
+    try:
+        for fd in (0, 1, 2):
+            os.fstat(fd)
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(socket_path)
+    except OSError:
+        _exec_real(script)
+    request = {"script": script, "argv": [script, *sys.argv[1:]], "env": dict(os.environ), "cwd": os.getcwd(),
+               "facts": _interpreter_facts(), "streams": _stream_facts(),
+               "affinity": sorted(os.sched_getaffinity(0))}
+    _send(connection, request, fds=(0, 1, 2))
+    answer, _ = _receive(connection)
+    if not answer or "pid" not in answer:
+        connection.close()
+        _exec_real(script)
+    pid = answer["pid"]
+
+    def forward(signum, frame):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"):
+        signal.signal(getattr(signal, name), forward)
+    while True:
+        try:
+            ended, _ = _receive(connection)
+            break
+        except InterruptedError:
+            continue
+    if ended is None:
+        sys.stderr.write(f"warm_commands: the warm process ended before {os.path.basename(script)} did\n")
+        os._exit(1)
+    status = ended["status"]
+    if status < 0:
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    os._exit(status)
+
+
+# --- the shims' directory -------------------------------------------------------------------
+
+def _is_command(script: Path) -> bool:
+    """A console script of fairseq's or the plugin's, run by this environment's Python."""
+    if not (script.name.startswith(("fairseq-", "fconv-")) and script.is_file()):
+        return False
+    with open(script, "rb") as f:
+        return f.readline().strip() == f"#!{sys.executable}".encode()
+
+
+def bin_dir() -> Path:
+    """The shims, made once per process, and the warm process started behind them (in the
+    background: until it listens, and wherever it does not answer, each shim runs its real script)."""
+    if "bin" not in _state:
+        root = Path(tempfile.mkdtemp(prefix="fconv-warm-"))
+        bin_path = root / "bin"
+        bin_path.mkdir()
+        socket_path = root / "warm.sock"
+        for entry in sorted(REAL_BIN.iterdir()):
+            shim = bin_path / entry.name
+            if _is_command(entry):
+                shim.write_text(f"#!{sys.executable} -S\nimport sys\nsys.path.insert(0, {str(_HERE.parent)!r})\n"
+                                f"import warm_commands\nwarm_commands.run_shim({str(socket_path)!r}, {str(entry)!r})\n")
+                shim.chmod(0o755)
+            elif entry.name.startswith("python"):
+                # a link would make Python look for the environment beside the link
+                shim.write_text(f"#!/bin/sh\nexec {entry} \"$@\"\n")
+                shim.chmod(0o755)
+            else:
+                shim.symlink_to(entry)
+        _state.update(root=root, bin=bin_path, socket=socket_path)
+        _start()
+    return _state["bin"]
+
+
+def venv_dir() -> Path:
+    """A directory laid out as a virtual environment's for scripts that take ``VENV=``: its
+    bin/ holds the shims."""
+    return bin_dir().parent
+
+
+def _start():
+    import atexit
+    import subprocess
+
+    with open(_state["root"] / "warm.log", "wb") as log:
+        _state["process"] = subprocess.Popen([sys.executable, str(_HERE), "serve", str(_state["socket"])],
+                                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    atexit.register(stop)
+
+
+def log() -> str:
+    """The warm process's log: a line per command it ran (``warm: PID runs ARGV``, ``warm: PID ended with STATUS``)."""
+    return (_state["root"] / "warm.log").read_text() if "root" in _state else ""
+
+
+def wait_until_warm(timeout: float = 120) -> bool:
+    """Whether the warm process listens (waiting up to ``timeout`` seconds for it)."""
+    import time
+
+    bin_dir()
+    deadline = time.monotonic() + timeout
+    while not _state["socket"].exists():
+        if time.monotonic() > deadline or _state["process"].poll() is not None:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def stop():
+    import shutil
+
+    process = _state.pop("process", None)
+    if process is not None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except Exception:
+            process.kill()
+    root = _state.pop("root", None)
+    _state.pop("bin", None)
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# --- the warm process -------------------------------------------------------------------------
+
+def _modules_fairseq_imports():
+    """Every module ``import fairseq`` loads that is not fairseq's, in the order they finished
+    loading: learnt in a forked child, so that this process never imports fairseq itself."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        before = set(sys.modules)
+        import fairseq  # noqa: F401
+
+        names = [name for name in sys.modules if name not in before
+                 and name.split(".")[0] not in ("fairseq", "fairseq_cli", "__main__", "__mp_main__")]
+        with os.fdopen(write, "w") as out:
+            json.dump(names, out)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        names = json.load(f)
+    os.waitpid(pid, 0)
+    return names
+
+
+def _preload():
+    """Import the libraries; return what importing them wrote on stdout and stderr."""
+    import importlib
+
+    names = _modules_fairseq_imports()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    captured = [tempfile.TemporaryFile(), tempfile.TemporaryFile()]
+    os.dup2(captured[0].fileno(), 1)
+    os.dup2(captured[1].fileno(), 2)
+    try:
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception:
+                pass  # made at run time, not importable by name
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+    output = []
+    for f in captured:
+        f.seek(0)
+        output.append(f.read().decode("latin-1"))
+    return output, len(names)
+
+
+def _new_stream(fd, facts, name):
+    import io
+
+    if facts is None:
+        return None
+    raw = io.FileIO(fd, "rb" if fd == 0 else "wb", closefd=False)
+    raw.name = name
+    binary = raw if facts["raw"] else (io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw))
+    return io.TextIOWrapper(binary, encoding=facts["encoding"], errors=facts["errors"],
+                            line_buffering=facts["line_buffering"], write_through=facts["write_through"])
+
+
+def _become_the_command(connection, request, fds, output):
+    """In the forked child: take the shim's streams, directory and environment, run the script,
+    exit as an interpreter running it would."""
+    import atexit
+    import locale
+    import random
+    import runpy
+    import threading
+    import traceback
+
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    try:
+        locale.setlocale(locale.LC_CTYPE, "")
+    except locale.Error:
+        pass
+    os.sched_setaffinity(0, request["affinity"])
+    names = ("<stdin>", "<stdout>", "<stderr>")
+    streams = [_new_stream(fd, facts, names[fd]) for fd, facts in enumerate(request["streams"])]
+    sys.stdin, sys.stdout, sys.stderr = streams
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
+    for handler in _handlers_on_old_streams():
+        handler.setStream(sys.stderr if handler.stream is _ORIGINAL_STREAMS[2] else sys.stdout)
+    sys.dont_write_bytecode = bool(request["env"].get("PYTHONDONTWRITEBYTECODE"))
+    tempfile.tempdir = None
+    random.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    sys.argv = list(request["argv"])
+    sys.path[0] = os.path.dirname(request["script"])
+    for fd, text in zip((1, 2), output):
+        if text:
+            os.write(fd, text.encode("latin-1"))
+
+    def die_with_the_shim():
+        try:
+            while connection.recv(1):
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=die_with_the_shim, daemon=True).start()
+    code, interrupted = 0, False
+    try:
+        runpy.run_path(request["script"], run_name="__main__")
+    except SystemExit as exit_:
+        if exit_.code is None:
+            code = 0
+        elif isinstance(exit_.code, int):
+            code = exit_.code
+        else:
+            print(exit_.code, file=sys.stderr)
+            code = 1
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        interrupted = True
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    try:
+        threading._shutdown()
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                code = code or 120
+    if interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(code & 0xFF)
+
+
+_ORIGINAL_STREAMS = (sys.stdin, sys.stdout, sys.stderr)
+
+
+def _handlers_on_old_streams():
+    import logging
+
+    loggers = [logging.getLogger()] + [logger for logger in logging.Logger.manager.loggerDict.values()
+                                       if isinstance(logger, logging.Logger)]
+    return [handler for logger in loggers for handler in logger.handlers
+            if isinstance(handler, logging.StreamHandler) and handler.stream in _ORIGINAL_STREAMS[1:]]
+
+
+def serve(socket_path: str):
+    """Import the libraries, then fork a child per request until terminated."""
+    import selectors
+
+    environment = _import_time_environment(os.environ)
+    before = dict(os.environ)
+    output, count = _preload()
+    # what the imports set in the environment (torch: KMP_DUPLICATE_LIB_OK, KMP_INIT_AT_FORK), as a
+    # command's own imports would
+    set_by_imports = {name: value for name, value in os.environ.items() if before.get(name) != value}
+    facts = _interpreter_facts()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(socket_path + ".new")
+    os.rename(socket_path + ".new", socket_path)  # shims connect only once the imports are done
+    listener.listen(64)
+    print(f"warm: {count} modules imported; listening on {socket_path}", flush=True)
+    children = {}
+    parent = os.getppid()
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while os.getppid() == parent:  # ends with the test session that started it
+        for _ in selector.select(timeout=0.05):
+            connection, _ = listener.accept()
+            try:
+                request, fds = _receive(connection, with_fds=True)
+            except (OSError, ValueError):
+                request, fds = None, []
+            plain = (request is None or len(fds) != 3 or request["facts"] != facts
+                     or _import_time_environment(request["env"]) != environment)
+            if plain:
+                for fd in fds:
+                    os.close(fd)
+                try:
+                    _send(connection, {"plain": True})
+                except OSError:
+                    pass
+                connection.close()
+                continue
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    selector.close()
+                    listener.close()
+                    for other in children.values():
+                        other.close()
+                    for name in ("SIGTERM", "SIGCHLD"):
+                        signal.signal(getattr(signal, name), signal.SIG_DFL)
+                    request["env"].update(set_by_imports)
+                    _become_the_command(connection, request, fds, output)
+                finally:
+                    os._exit(70)
+            for fd in fds:
+                os.close(fd)
+            print(f"warm: {pid} runs {' '.join(request['argv'])}", flush=True)
+            children[pid] = connection
+            try:
+                _send(connection, {"pid": pid})
+            except OSError:
+                pass
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            connection = children.pop(pid, None)
+            if connection is None:
+                continue
+            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            print(f"warm: {pid} ended with {code}", flush=True)
+            try:
+                _send(connection, {"status": code})
+            except OSError:
+                pass
+            connection.close()
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["serve"]:
+    serve(sys.argv[2])
