@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from fconv_plugin import compat
+from tests import warm_commands
 from tests.tasks import (
     PAPER_OPTIMIZER,
     PLUGIN_DIR,
@@ -50,7 +51,7 @@ def quickstart_run(tmp_path_factory):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import harness
 
-    return harness.quick_run(tmp_path_factory.mktemp("quickstart") / "run")
+    return harness.quick_run(tmp_path_factory.mktemp("quickstart") / "run", venv=warm_commands.venv_dir())
 
 
 @pytest.fixture(scope="session")

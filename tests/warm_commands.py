@@ -12,7 +12,9 @@ shim then ``exec``s the real script, as it does whenever no warm process answers
 
 Three parts, one file:
 - ``bin_dir()``: a directory of shims, one per console script of this environment
-  (``fairseq-train``, ``fconv-translate``, ...), beside links to its other programs;
+  (``fairseq-train``, ``fconv-translate``, ...) and for its ``python`` (``python SCRIPT.py``
+  and ``python -m MODULE`` run warm, with ``sys.executable`` this shim, so that what they
+  start runs warm too), beside links to its other programs;
 - the shim's side (``run_shim``, standard library only, started with ``python -S``): sends
   its argv, environment, directory and file descriptors 0-2 to the warm process, forwards
   signals to the command and exits as the command exited (killed with the same signal);
@@ -36,13 +38,18 @@ _HERE = Path(__file__).resolve()
 # any of these differs from the warm process's runs as a plain process
 _IMPORT_TIME = ("OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "GOTOBLAS", "BLIS_", "NUMEXPR_", "NPY_", "SCIPY_",
                 "SKLEARN_", "JOBLIB_", "TORCH", "PYTORCH", "CUDA", "NVIDIA", "LD_", "MALLOC", "PYTHON")
-_REBUILT_IN_THE_CHILD = {"PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING"}
+# ... except what the child sets up as a new interpreter would from its environment
+_REBUILT_IN_THE_CHILD = {"PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING", "PYTHONWARNINGS"}
+# ... and what scikit-learn and joblib set with os.environ.setdefault when imported, for Intel's
+# OpenMP, which nothing here loads (torch's is GNU's): a command's imports set them the same way
+SET_BY_IMPORTS = {"KMP_DUPLICATE_LIB_OK": "True", "KMP_INIT_AT_FORK": "FALSE"}
 _state = {}
 
 
 def _import_time_environment(env):
     return {name: value for name, value in env.items()
-            if name.startswith(_IMPORT_TIME) and name not in _REBUILT_IN_THE_CHILD}
+            if name.startswith(_IMPORT_TIME) and name not in _REBUILT_IN_THE_CHILD
+            and not (name in SET_BY_IMPORTS and value == SET_BY_IMPORTS[name])}
 
 
 def _interpreter_facts():
@@ -104,29 +111,50 @@ def _receive(connection, with_fds=False):
     return json.loads(payload), fds
 
 
-def _exec_real(script):
+def _exec(program, argv):
     for name in ("SIGPIPE", "SIGXFSZ"):  # as a new process would find them
         signal.signal(getattr(signal, name), signal.SIG_DFL)
-    os.execv(script, [script, *sys.argv[1:]])
+    os.execv(program, argv)
 
 
 def run_shim(socket_path: str, script: str):
-    """The shim's whole life: the command runs warm, or this process becomes the real script."""
+    """A console script's shim: the command runs warm, or this process becomes the real script."""
+    argv = [script, *sys.argv[1:]]
+    _run_warm(socket_path, {"run": "path", "target": script, "argv": argv, "sys_path0": os.path.dirname(script)},
+              lambda: _exec(script, argv))
+
+
+def run_python_shim(socket_path: str, python: str):
+    """``python SCRIPT.py ...`` and ``python -m MODULE ...`` run warm; any other use of the
+    interpreter (``-c``, options, standard input) becomes the real interpreter."""
+    args = sys.argv[1:]
+    plain = lambda: _exec(python, [python, *args])  # noqa: E731
+    if len(args) >= 2 and args[0] == "-m" and not args[1].startswith("-"):
+        how = {"run": "module", "target": args[1], "argv": ["-m", *args[2:]], "sys_path0": os.getcwd()}
+    elif args and args[0].endswith(".py") and not args[0].startswith("-") and os.path.isfile(args[0]):
+        how = {"run": "path", "target": args[0], "argv": args,
+               "sys_path0": os.path.dirname(os.path.realpath(args[0]))}
+    else:
+        plain()
+    _run_warm(socket_path, how, plain)
+
+
+def _run_warm(socket_path: str, how: dict, plain):
     try:
         for fd in (0, 1, 2):
             os.fstat(fd)
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         connection.connect(socket_path)
     except OSError:
-        _exec_real(script)
-    request = {"script": script, "argv": [script, *sys.argv[1:]], "env": dict(os.environ), "cwd": os.getcwd(),
-               "facts": _interpreter_facts(), "streams": _stream_facts(),
-               "affinity": sorted(os.sched_getaffinity(0))}
+        plain()
+    request = {**how, "env": dict(os.environ), "cwd": os.getcwd(), "facts": _interpreter_facts(),
+               "streams": _stream_facts(), "affinity": sorted(os.sched_getaffinity(0)),
+               "executable": os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "python")}
     _send(connection, request, fds=(0, 1, 2))
     answer, _ = _receive(connection)
     if not answer or "pid" not in answer:
         connection.close()
-        _exec_real(script)
+        plain()
     pid = answer["pid"]
 
     def forward(signum, frame):
@@ -144,7 +172,7 @@ def run_shim(socket_path: str, script: str):
         except InterruptedError:
             continue
     if ended is None:
-        sys.stderr.write(f"warm_commands: the warm process ended before {os.path.basename(script)} did\n")
+        sys.stderr.write(f"warm_commands: the warm process ended before {how['target']} did\n")
         os._exit(1)
     status = ended["status"]
     if status < 0:
@@ -177,9 +205,9 @@ def bin_dir() -> Path:
                 shim.write_text(f"#!{sys.executable} -S\nimport sys\nsys.path.insert(0, {str(_HERE.parent)!r})\n"
                                 f"import warm_commands\nwarm_commands.run_shim({str(socket_path)!r}, {str(entry)!r})\n")
                 shim.chmod(0o755)
-            elif entry.name.startswith("python"):
-                # a link would make Python look for the environment beside the link
-                shim.write_text(f"#!/bin/sh\nexec {entry} \"$@\"\n")
+            elif entry.name.startswith("python"):  # a link would make Python look for the environment beside it
+                shim.write_text(f"#!{sys.executable} -S\nimport sys\nsys.path.insert(0, {str(_HERE.parent)!r})\n"
+                                f"import warm_commands\nwarm_commands.run_python_shim({str(socket_path)!r}, {str(entry)!r})\n")
                 shim.chmod(0o755)
             else:
                 shim.symlink_to(entry)
@@ -303,7 +331,21 @@ def _new_stream(fd, facts, name):
                             line_buffering=facts["line_buffering"], write_through=facts["write_through"])
 
 
-def _become_the_command(connection, request, fds, output):
+def _warning_options(options, startup_filters):
+    """PYTHONWARNINGS's filters where a new interpreter puts them: before its default ones
+    and behind what libraries added since (each inserts at the front)."""
+    import warnings
+
+    added_by_libraries = len(warnings.filters) - startup_filters
+    ours = warnings.filters[:added_by_libraries]
+    warnings.filters[:added_by_libraries] = []
+    warnings._processoptions(options)
+    warnings.filters[:0] = ours
+    warnings._filters_mutated()
+    sys.warnoptions[:] = options
+
+
+def _become_the_command(connection, request, fds, output, startup_filters):
     """In the forked child: take the shim's streams, directory and environment, run the script,
     exit as an interpreter running it would."""
     import atexit
@@ -331,12 +373,17 @@ def _become_the_command(connection, request, fds, output):
     for handler in _handlers_on_old_streams():
         handler.setStream(sys.stderr if handler.stream is _ORIGINAL_STREAMS[2] else sys.stdout)
     sys.dont_write_bytecode = bool(request["env"].get("PYTHONDONTWRITEBYTECODE"))
+    options = [option for option in request["env"].get("PYTHONWARNINGS", "").split(",") if option.strip()]
+    if options and not sys.warnoptions:
+        _warning_options(options, startup_filters)
     tempfile.tempdir = None
     random.seed()
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
     sys.argv = list(request["argv"])
-    sys.path[0] = os.path.dirname(request["script"])
+    sys.path[0] = request["sys_path0"]
+    # the shims' python, so that what this command starts with sys.executable runs warm too
+    sys.executable = request["executable"]
     for fd, text in zip((1, 2), output):
         if text:
             os.write(fd, text.encode("latin-1"))
@@ -352,7 +399,10 @@ def _become_the_command(connection, request, fds, output):
     threading.Thread(target=die_with_the_shim, daemon=True).start()
     code, interrupted = 0, False
     try:
-        runpy.run_path(request["script"], run_name="__main__")
+        if request["run"] == "module":
+            runpy.run_module(request["target"], run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(os.path.abspath(request["target"]), run_name="__main__")  # __file__ as Python sets it
     except SystemExit as exit_:
         if exit_.code is None:
             code = 0
@@ -371,9 +421,10 @@ def _become_the_command(connection, request, fds, output):
         threading._shutdown()
         atexit._run_exitfuncs()
     finally:
-        for stream in (sys.stdout, sys.stderr):
+        for stream in (sys.stdout, sys.stderr):  # as the interpreter's exit flushes them
             try:
-                stream.flush()
+                if stream is not None and not stream.closed:
+                    stream.flush()
             except Exception:
                 code = code or 120
     if interrupted:
@@ -394,16 +445,30 @@ def _handlers_on_old_streams():
             if isinstance(handler, logging.StreamHandler) and handler.stream in _ORIGINAL_STREAMS[1:]]
 
 
+def _why_plain(request, fds, facts, environment):
+    """Why this request must run as a plain process ("" where it can run warm)."""
+    if request is None or len(fds) != 3:
+        return "no request"
+    if request["facts"] != facts:
+        return "another locale's encodings or other resource limits"
+    theirs = _import_time_environment(request["env"])
+    if "PYTHONWARNINGS" in environment:
+        theirs["PYTHONWARNINGS"] = request["env"].get("PYTHONWARNINGS")
+    differ = sorted(name for name in set(theirs) | set(environment) if theirs.get(name) != environment.get(name))
+    return f"another {', '.join(differ)}" if differ else ""
+
+
 def serve(socket_path: str):
     """Import the libraries, then fork a child per request until terminated."""
     import selectors
 
+    import warnings
+
     environment = _import_time_environment(os.environ)
-    before = dict(os.environ)
+    if os.environ.get("PYTHONWARNINGS"):
+        environment["PYTHONWARNINGS"] = os.environ["PYTHONWARNINGS"]  # only a command without it is rebuilt
+    startup_filters = len(warnings.filters)  # the interpreter's own, before any library adds to them
     output, count = _preload()
-    # what the imports set in the environment (torch: KMP_DUPLICATE_LIB_OK, KMP_INIT_AT_FORK), as a
-    # command's own imports would
-    set_by_imports = {name: value for name, value in os.environ.items() if before.get(name) != value}
     facts = _interpreter_facts()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path + ".new")
@@ -422,9 +487,9 @@ def serve(socket_path: str):
                 request, fds = _receive(connection, with_fds=True)
             except (OSError, ValueError):
                 request, fds = None, []
-            plain = (request is None or len(fds) != 3 or request["facts"] != facts
-                     or _import_time_environment(request["env"]) != environment)
+            plain = _why_plain(request, fds, facts, environment)
             if plain:
+                print(f"warm: plain {' '.join(request['argv']) if request else ''}: {plain}", flush=True)
                 for fd in fds:
                     os.close(fd)
                 try:
@@ -444,8 +509,9 @@ def serve(socket_path: str):
                         other.close()
                     for name in ("SIGTERM", "SIGCHLD"):
                         signal.signal(getattr(signal, name), signal.SIG_DFL)
-                    request["env"].update(set_by_imports)
-                    _become_the_command(connection, request, fds, output)
+                    for name, value in SET_BY_IMPORTS.items():
+                        request["env"].setdefault(name, value)
+                    _become_the_command(connection, request, fds, output, startup_filters)
                 finally:
                     os._exit(70)
             for fd in fds:

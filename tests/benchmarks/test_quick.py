@@ -4,10 +4,11 @@ run of a few updates made once here), so that none rots between the runs that me
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests import warm_commands
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if p.name != "harness.py")
@@ -43,7 +44,8 @@ def test_no_benchmark_uses_a_private_api():
 
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_quick_mode_runs(name, quickstart_run):
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), "--quick"], cwd=ROOT,
+    # warm (tests/warm_commands.py), and so is every process it starts with sys.executable
+    result = subprocess.run([str(warm_commands.bin_dir() / "python"), str(ROOT / "benchmarks" / name), "--quick"], cwd=ROOT,
                             capture_output=True, text=True, timeout=900,
                             env={**os.environ, "FCONV_QUICK_RUN": str(quickstart_run)})
     assert result.returncode == 0, f"{name} --quick failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"

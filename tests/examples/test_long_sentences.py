@@ -3,19 +3,19 @@ runs on a real quickstart run, and its first row is the model's own cut."""
 
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from fconv_plugin.inference import Translator
+from tests import warm_commands
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
 def test_long_sentences_are_scored_at_the_models_cut_first(quickstart_run):
-    result = subprocess.run([sys.executable, str(ROOT / "examples" / "bible_es_en" / "long_sentences.py"),
+    result = subprocess.run([str(warm_commands.bin_dir() / "python"), str(ROOT / "examples" / "bible_es_en" / "long_sentences.py"),
                              str(quickstart_run), "--sentences", "2"], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
