@@ -37,6 +37,12 @@ compat.install()
 warnings.filterwarnings("ignore", category=FutureWarning)
 
 
+def pytest_terminal_summary(terminalreporter):
+    """CI's log says how the session's commands ran (tests/warm_commands.py)."""
+    if warm_commands.log():
+        terminalreporter.write_line(f"tests/warm_commands.py: {warm_commands.summary()}")
+
+
 @pytest.fixture(autouse=True)
 def _deterministic_threads():
     torch.manual_seed(0)

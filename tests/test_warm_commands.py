@@ -44,6 +44,18 @@ def test_a_command_prints_and_exits_as_its_real_script_does(tmp_path):
     assert TIMESTAMP.sub("", warm.stderr) == TIMESTAMP.sub("", real.stderr) and "missing.pt" in warm.stderr
 
 
+def test_what_the_test_process_sets_as_it_goes_keeps_commands_warm(monkeypatch, tmp_path):
+    """fairseq's DataLoader sets PYTHONWARNINGS and torch.compile TORCHINDUCTOR_CACHE_DIR in the
+    process that uses them: the commands a test starts afterwards still run warm, and see them."""
+    assert warm_commands.wait_until_warm()
+    monkeypatch.setenv("PYTHONWARNINGS", "ignore:semaphore_tracker:UserWarning")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    before = len(_forked(str(BIN_DIR / "fconv-info")))
+    real, warm = _both("fconv-info")
+    assert (warm.returncode, warm.stdout, warm.stderr) == (real.returncode, real.stdout, real.stderr)
+    assert len(_forked(str(BIN_DIR / "fconv-info"))) == before + 1
+
+
 def test_what_changes_the_libraries_start_up_runs_plainly():
     """OMP_NUM_THREADS is read when torch's OpenMP loads, so the warm process cannot honour it."""
     assert warm_commands.wait_until_warm()

@@ -40,6 +40,9 @@ _IMPORT_TIME = ("OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "GOTOBLAS", "BLIS_
                 "SKLEARN_", "JOBLIB_", "TORCH", "PYTORCH", "CUDA", "NVIDIA", "LD_", "MALLOC", "PYTHON")
 # ... except what the child sets up as a new interpreter would from its environment
 _REBUILT_IN_THE_CHILD = {"PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING", "PYTHONWARNINGS"}
+# ... and what torch reads only when it is used, from the environment the child has by then
+# (inductor's cache directory, which torch.compile also writes into the process's environment)
+_READ_WHEN_USED = {"TORCHINDUCTOR_CACHE_DIR"}
 # ... and what scikit-learn and joblib set with os.environ.setdefault when imported, for Intel's
 # OpenMP, which nothing here loads (torch's is GNU's): a command's imports set them the same way
 SET_BY_IMPORTS = {"KMP_DUPLICATE_LIB_OK": "True", "KMP_INIT_AT_FORK": "FALSE"}
@@ -48,7 +51,7 @@ _state = {}
 
 def _import_time_environment(env):
     return {name: value for name, value in env.items()
-            if name.startswith(_IMPORT_TIME) and name not in _REBUILT_IN_THE_CHILD
+            if name.startswith(_IMPORT_TIME) and name not in _REBUILT_IN_THE_CHILD and name not in _READ_WHEN_USED
             and not (name in SET_BY_IMPORTS and value == SET_BY_IMPORTS[name])}
 
 
@@ -235,6 +238,18 @@ def _start():
 def log() -> str:
     """The warm process's log: a line per command it ran (``warm: PID runs ARGV``, ``warm: PID ended with STATUS``)."""
     return (_state["root"] / "warm.log").read_text() if "root" in _state else ""
+
+
+def summary() -> str:
+    """One line: how many commands ran warm, how many plainly and why (for the session's report)."""
+    import collections
+    import re
+
+    text = log()
+    warm = len(re.findall(r"^warm: \d+ runs ", text, re.MULTILINE))
+    plain = collections.Counter(re.findall(r"^warm: plain .*?: ((?:another|no) [^\n]*)$", text, re.MULTILINE))
+    reasons = "; ".join(f"{count} for {reason}" for reason, count in plain.most_common())
+    return f"commands run warm: {warm}; plainly: {sum(plain.values())}" + (f" ({reasons})" if reasons else "")
 
 
 def wait_until_warm(timeout: float = 120) -> bool:
