@@ -168,12 +168,7 @@ def _run_warm(socket_path: str, how: dict, plain):
 
     for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"):
         signal.signal(getattr(signal, name), forward)
-    while True:
-        try:
-            ended, _ = _receive(connection)
-            break
-        except InterruptedError:
-            continue
+    ended, _ = _receive(connection)  # a forwarded signal's EINTR is retried by Python (PEP 475)
     if ended is None:
         sys.stderr.write(f"warm_commands: the warm process ended before {how['target']} did\n")
         os._exit(1)
