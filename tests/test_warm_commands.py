@@ -95,3 +95,22 @@ def test_a_signal_to_the_command_reaches_it(trained_model, signum):
     assert f"warm: {pid} ended with {-signum}\n" in warm_commands.log()  # SIGKILL: the shim's end killed it
     process.stdout.close()
     process.stdin.close()
+
+
+def test_command_pid_is_the_process_that_runs_the_command(tmp_path):
+    """What a test that SIGKILLs a command at a chosen moment signals (tests/cli/test_interruption.py):
+    the forked command where it runs warm, the shim's own process where it runs plainly; either
+    way the shim then ends as killed by SIGKILL."""
+    assert warm_commands.wait_until_warm()
+    script = tmp_path / "waits.py"
+    script.write_text("import os, sys\nprint(os.getpid(), flush=True)\nsys.stdin.read()\n")
+    for environment, warm in ((os.environ, True), ({**os.environ, "OMP_NUM_THREADS": "1"}, False)):
+        process = subprocess.Popen([str(warm_commands.bin_dir() / "python"), str(script)], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, text=True, env=environment)
+        own_pid = int(process.stdout.readline())
+        assert (own_pid != process.pid) == warm
+        assert warm_commands.command_pid(process.pid) == own_pid
+        os.kill(own_pid, signal.SIGKILL)
+        assert process.wait(timeout=60) == -signal.SIGKILL
+        process.stdin.close()
+        process.stdout.close()

@@ -150,7 +150,7 @@ def _run_warm(socket_path: str, how: dict, plain):
         connection.connect(socket_path)
     except OSError:
         plain()
-    request = {**how, "env": dict(os.environ), "cwd": os.getcwd(), "facts": _interpreter_facts(),
+    request = {**how, "shim": os.getpid(), "env": dict(os.environ), "cwd": os.getcwd(), "facts": _interpreter_facts(),
                "streams": _stream_facts(), "affinity": sorted(os.sched_getaffinity(0)),
                "executable": os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "python")}
     _send(connection, request, fds=(0, 1, 2))
@@ -173,8 +173,9 @@ def _run_warm(socket_path: str, how: dict, plain):
         sys.stderr.write(f"warm_commands: the warm process ended before {how['target']} did\n")
         os._exit(1)
     status = ended["status"]
-    if status < 0:
-        signal.signal(-status, signal.SIG_DFL)
+    if status < 0:  # killed: die of the same signal (SIGKILL and SIGSTOP have no handler to reset)
+        if -status not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
     os._exit(status)
 
@@ -245,6 +246,17 @@ def summary() -> str:
     plain = collections.Counter(re.findall(r"^warm: plain .*?: ((?:another|no) [^\n]*)$", text, re.MULTILINE))
     reasons = "; ".join(f"{count} for {reason}" for reason, count in plain.most_common())
     return f"commands run warm: {warm}; plainly: {sum(plain.values())}" + (f" ({reasons})" if reasons else "")
+
+
+def command_pid(pid: int) -> int:
+    """The process running the command that the shim ``pid`` started, to signal it directly
+    (a SIGKILL at a chosen moment): the warm process's child once it has forked one, otherwise
+    ``pid`` itself (a plain command is the shim's own process after ``exec``, and a command not
+    yet forked dies with its shim)."""
+    try:
+        return int((_state["root"] / "pids" / str(pid)).read_text())
+    except (KeyError, OSError, ValueError):
+        return pid
 
 
 def wait_until_warm(timeout: float = 120) -> bool:
@@ -484,6 +496,8 @@ def serve(socket_path: str):
     listener.bind(socket_path + ".new")
     os.rename(socket_path + ".new", socket_path)  # shims connect only once the imports are done
     listener.listen(64)
+    pids = Path(socket_path).parent / "pids"  # shim's pid -> its command's (command_pid)
+    pids.mkdir(exist_ok=True)
     print(f"warm: {count} modules imported; listening on {socket_path}", flush=True)
     children = {}
     parent = os.getppid()
@@ -515,7 +529,7 @@ def serve(socket_path: str):
                 try:
                     selector.close()
                     listener.close()
-                    for other in children.values():
+                    for other, _ in children.values():
                         other.close()
                     for name in ("SIGTERM", "SIGCHLD"):
                         signal.signal(getattr(signal, name), signal.SIG_DFL)
@@ -527,7 +541,9 @@ def serve(socket_path: str):
             for fd in fds:
                 os.close(fd)
             print(f"warm: {pid} runs {' '.join(request['argv'])}", flush=True)
-            children[pid] = connection
+            (pids / f"{request['shim']}.new").write_text(str(pid))
+            os.rename(pids / f"{request['shim']}.new", pids / str(request["shim"]))
+            children[pid] = (connection, request["shim"])
             try:
                 _send(connection, {"pid": pid})
             except OSError:
@@ -536,9 +552,10 @@ def serve(socket_path: str):
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 break
-            connection = children.pop(pid, None)
+            connection, shim = children.pop(pid, (None, None))
             if connection is None:
                 continue
+            (pids / str(shim)).unlink(missing_ok=True)
             code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
             print(f"warm: {pid} ended with {code}", flush=True)
             try:

@@ -12,8 +12,9 @@ import time
 
 import pytest
 
+from tests import warm_commands
 from tests.support import load_raw_checkpoint
-from tests.tasks import BIN_DIR, PLUGIN_DIR, SMALL_MODEL, preprocess, valid_losses, write_corpus
+from tests.tasks import PLUGIN_DIR, SMALL_MODEL, preprocess, valid_losses, write_corpus
 from tests.support import checkpoint_updates
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
@@ -40,12 +41,21 @@ def _train_command(data_bin, save_dir):
     # epoch's batches in another order), so the run anneals its learning rate to settle
     # where the data order no longer matters.
     return [
-        str(BIN_DIR / "fairseq-train"), str(data_bin), "--user-dir", PLUGIN_DIR, *SMALL_MODEL,
+        str(warm_commands.bin_dir() / "fairseq-train"), str(data_bin), "--user-dir", PLUGIN_DIR, *SMALL_MODEL,
         "--optimizer", "adam", "--lr", "0.003", "--clip-norm", "0.1",
         "--lr-scheduler", "polynomial_decay", "--total-num-update", "160", "--end-learning-rate", "0",
         "--dropout", "0.1", "--max-tokens", "600", "--max-epoch", "16", "--save-dir", str(save_dir),
         "--save-interval-updates", "4", "--seed", "1", "--no-progress-bar", "--log-format", "simple",
     ]
+
+
+def _sigkill(process):
+    """SIGKILL the training process itself at this moment: the command behind a warm shim
+    (tests/warm_commands.py), whose shim then ends as killed by SIGKILL too."""
+    try:
+        os.kill(warm_commands.command_pid(process.pid), signal.SIGKILL)
+    except ProcessLookupError:  # it had just ended
+        pass
 
 
 def _all_checkpoints_load(save_dir):
@@ -66,7 +76,7 @@ def test_sigkill_mid_epoch_then_restart_matches_an_uninterrupted_run(noisy_task,
         deadline = time.time() + 120
         while time.time() < deadline and process.poll() is None:
             if list(save_dir.glob(f"checkpoint_{epoch}_*.pt")):
-                os.kill(process.pid, signal.SIGKILL)
+                _sigkill(process)
                 kills += 1
                 break
             time.sleep(0.005)
@@ -94,7 +104,7 @@ FINAL_UPDATE = 300  # more than 20 trials can reach: each is killed within a few
 def _frequent_saves_command(data_bin, save_dir):
     """A save every 3 updates and at each short epoch's end, old ones deleted: kills often land in one."""
     return [
-        str(BIN_DIR / "fairseq-train"), str(data_bin), "--user-dir", PLUGIN_DIR, *SMALL_MODEL,
+        str(warm_commands.bin_dir() / "fairseq-train"), str(data_bin), "--user-dir", PLUGIN_DIR, *SMALL_MODEL,
         "--optimizer", "adam", "--lr", "0.003", "--max-tokens", "300", "--max-update", str(FINAL_UPDATE),
         "--save-interval-updates", "3", "--keep-interval-updates", "2", "--keep-last-epochs", "2",
         "--save-dir", str(save_dir), "--seed", "1", "--no-progress-bar", "--log-format", "simple",
@@ -124,7 +134,7 @@ class _Run:
     def kill(self) -> bool:
         running = self.process.poll() is None
         if running:
-            self.process.send_signal(signal.SIGKILL)
+            _sigkill(self.process)
         self.process.wait(timeout=60)
         self._reader.join(timeout=60)
         return running
