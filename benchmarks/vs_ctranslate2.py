@@ -32,7 +32,8 @@ runs once and is reused by later runs (``--retrain`` to train again).
     .venv/bin/pip install -c constraints.txt ctranslate2      # the "bench" extra, pinned
     .venv/bin/python benchmarks/vs_ctranslate2.py examples/bible_es_en/runs/latest
     .venv/bin/python benchmarks/vs_ctranslate2.py RUN --engine "core int8" --setting beam5x16   # one engine
-    .venv/bin/python benchmarks/vs_ctranslate2.py --quick   # a tiny run, outputs cut at 6 tokens: checks that it runs
+    .venv/bin/python benchmarks/vs_ctranslate2.py --quick   # checks that it runs: a tiny run, a Transformer of
+        # 1 + 1 layers 64 wide, peaks of 256^3 products, outputs cut at 6 tokens
 """
 
 import argparse
@@ -82,6 +83,11 @@ TRANSFORMER = [
     "--dropout", "0.1", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
     "--max-tokens", "3000", "--required-batch-size-multiple", "1", "--seed", "1",
 ]
+# --quick: the same code at a tiny size (fairseq takes an option's last value)
+QUICK_TRANSFORMER = [
+    "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "64", "--decoder-embed-dim", "64",
+    "--encoder-ffn-embed-dim", "128", "--decoder-ffn-embed-dim", "128",
+]
 
 
 # --- the run's files --------------------------------------------------------------------
@@ -102,7 +108,7 @@ def transformer_checkpoint(run: Path, updates: int) -> Path:
     return found[0] if found else work_dir(run) / "transformer" / f"checkpoint_missing_{updates}.pt"
 
 
-def train_transformer(run: Path, updates: int, more: int, retrain: bool) -> float:
+def train_transformer(run: Path, updates: int, more: int, retrain: bool, quick: bool = False) -> float:
     """The Transformer trained to ``updates * more`` updates, a checkpoint every ``updates``."""
     save_dir = work_dir(run) / "transformer"
     if not retrain and transformer_checkpoint(run, updates * more).exists():
@@ -111,7 +117,7 @@ def train_transformer(run: Path, updates: int, more: int, retrain: bool) -> floa
     start = time.perf_counter()
     with open(save_dir / "train.log", "w", encoding="utf-8") as log:
         subprocess.run([str(BIN / "fairseq-train"), str(run / "data-bin"), "--user-dir", str(ROOT / "fconv_plugin"),
-                        *TRANSFORMER, "--max-update", str(updates * more), "--save-interval-updates", str(updates),
+                        *TRANSFORMER, *(QUICK_TRANSFORMER if quick else []), "--max-update", str(updates * more), "--save-interval-updates", str(updates),
                         "--keep-interval-updates", "-1", "--no-epoch-checkpoints", "--disable-validation",
                         "--save-dir", str(save_dir), "--log-format", "simple", "--log-interval", "100"],
                        check=True, stdout=log, stderr=subprocess.STDOUT)
@@ -341,13 +347,13 @@ def flops_per_sentence(run: Path, which: str, verses: int = 48) -> float:
     return counter.get_total_flops() / len(sources)
 
 
-def machine_peaks() -> tuple:
-    """This machine's float32 GFLOP/s and int8 GOP/s for 1024^3 products with 2 threads."""
+def machine_peaks(size: int = 1024) -> tuple:
+    """This machine's float32 GFLOP/s and int8 GOP/s for size^3 products with 2 threads."""
     import torch
 
     torch.set_num_threads(THREADS)
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-    qa, qb = torch.randint(-127, 127, (1024, 1024), dtype=torch.int8), torch.randint(-127, 127, (1024, 1024), dtype=torch.int8)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    qa, qb = torch.randint(-127, 127, (size, size), dtype=torch.int8), torch.randint(-127, 127, (size, size), dtype=torch.int8)
     peaks = []
     for product in (lambda: torch.mm(a, b), lambda: torch._int_mm(qa, qb)):
         product()
@@ -357,7 +363,7 @@ def machine_peaks() -> tuple:
             for _ in range(5):
                 product()
             times.append((time.perf_counter() - start) / 5)
-        peaks.append(2 * 1024 ** 3 / min(times) / 1e9)
+        peaks.append(2 * size ** 3 / min(times) / 1e9)
     return tuple(peaks)
 
 
@@ -402,7 +408,7 @@ def main(argv=None):
         return
 
     updates = quickstart_updates(run)
-    trained = train_transformer(run, updates, args.more, args.retrain)
+    trained = train_transformer(run, updates, args.more, args.retrain, args.quick)
     convert_to_ctranslate2(run, updates)
     export_onnx(run)
     int8_checkpoint(run)
@@ -424,7 +430,7 @@ def main(argv=None):
             order = ENGINES if repetition % 2 == 0 else tuple(reversed(ENGINES))
             for engine in (e for e in order if runs_setting(e, setting)):
                 results[(engine, setting)].append(child(run, ["--engine", engine, "--setting", setting]))
-    gflops, gops = machine_peaks()
+    gflops, gops = machine_peaks(256 if args.quick else 1024)
     flops = {"fconv": child(run, ["--flops", "fconv"])["flops"], "transformer": child(run, ["--flops", "transformer"])["flops"]}
     sizes = {
         "fconv fairseq-generate": size_of(run / "checkpoints" / "checkpoint_best.pt"),
@@ -436,7 +442,7 @@ def main(argv=None):
         "ctranslate2 float32": size_of(work_dir(run) / f"ctranslate2_{updates}"),
         "ctranslate2 int8": size_of(work_dir(run) / f"ctranslate2_{updates}"),
     }
-    print(f"machine peak (1024^3 products): float32 {gflops:.0f} GFLOP/s, int8 {gops:.0f} GOP/s")
+    print(f"machine peak ({256 if args.quick else 1024}^3 products): float32 {gflops:.0f} GFLOP/s, int8 {gops:.0f} GOP/s")
     print(f"{'engine':<29} {'BLEU':>5} {'chrF':>5} | {'beam 5 x 16':>11} {'beam 1 x 1':>10} {f'{THREADS} workers':>9} "
           f"sentences/s | {'peak MB':>7} {'size MB':>7} | GFLOP/sent  % of peak (beam 5 x 16)")
     table = {}
