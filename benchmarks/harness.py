@@ -63,7 +63,7 @@ def parse(parser: argparse.ArgumentParser, argv=None) -> argparse.Namespace:
 
 
 def quick_run(directory: Optional[Path] = None, venv: Optional[Path] = None) -> Path:
-    """A quickstart run with 8 updates, 40 validation and 40 test verses, and no evaluation
+    """A quickstart run with 8 updates on 2000 training verses, 40 validation and 40 test verses, and no evaluation
     (``FCONV_QUICK_RUN`` or a directory under the system's temporary one, made once and reused),
     by the commands of ``venv`` (quickstart.sh's ``VENV``; default its own choice)."""
     directory = Path(directory or os.environ.get("FCONV_QUICK_RUN") or Path(tempfile.gettempdir()) / "fconv-quick-run")
@@ -71,7 +71,7 @@ def quick_run(directory: Optional[Path] = None, venv: Optional[Path] = None) -> 
         return directory
     if directory.exists() and any(directory.iterdir()):
         raise SystemExit(f"{directory} exists without a finished quick run; delete it or set FCONV_QUICK_RUN")
-    env = {**os.environ, "UPDATES": "8", "VALID": "40", "TEST": "40", "WORK_DIR": str(directory), "EVALUATE": "0",
+    env = {**os.environ, "UPDATES": "8", "TRAIN": "2000", "VALID": "40", "TEST": "40", "WORK_DIR": str(directory), "EVALUATE": "0",
            **({"VENV": str(venv)} if venv else {})}
     subprocess.run(["bash", str(QUICKSTART)], check=True, env=env, stdout=subprocess.DEVNULL)
     return directory

@@ -55,7 +55,7 @@ RUN_HERE = {
 RUN_ELSEWHERE = {
     ("README.md", "bash scripts/setup_env.sh && bash examples/bible_es_en/quickstart.sh"):
         "setup: .ci/run runs scripts/setup_env.sh; the quickstart: benchmarks/harness.quick_run (tests/conftest.py's "
-        "quickstart_run) runs examples/bible_es_en/quickstart.sh as written, with UPDATES=8 VALID=40 TEST=40 EVALUATE=0",
+        "quickstart_run) runs examples/bible_es_en/quickstart.sh as written, with UPDATES=8 TRAIN=2000 VALID=40 TEST=40 EVALUATE=0",
     ("README.md", "bash scripts/setup_env.sh && .venv/bin/python -m pytest -q tests"):
         ".ci/run runs it exactly (tests/test_readme.py checks the two agree)",
     ("developing.md", ".venv/bin/python -m pytest -q -m \"not slow\" tests"): ".ci/run runs it (FCONV_NATIVE=0, the no-compiler wheel)",

@@ -21,6 +21,8 @@
 #                (the benchmarks' --quick runs; default 1)
 #   VALID=N TEST=N  held-out verse pairs (defaults 300 and 500; the benchmarks' --quick
 #                runs hold out fewer, so that what reads the test verses is quick too)
+#   TRAIN=N      train on N verse pairs spread evenly over the Bible (default: all of them,
+#                29,409; the benchmarks' --quick runs take 2000, so that preparing them is quick)
 #   PRECISION=auto|fp32|bf16  training's arithmetic: auto (default) trains in bf16 (fairseq's
 #                --bf16: bfloat16 products, float32 weights) on a CPU with bfloat16 units
 #                (AMX-BF16 or AVX-512 BF16), else in fp32; translating is float32 either way
@@ -35,6 +37,7 @@ seed=${SEED:-1}
 evaluate=${EVALUATE:-1}
 valid=${VALID:-300}
 test=${TEST:-500}
+train=${TRAIN:-}
 work=${WORK_DIR:-$here/runs/$(date +%Y%m%d-%H%M%S)}
 start=$(date +%s)
 step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
@@ -51,6 +54,7 @@ case "$seed" in ''|*[!0-9]*) fail "SEED must be a whole number, got '$seed'";; e
 case "$evaluate" in 0|1) ;; *) fail "EVALUATE must be 0 or 1, got '$evaluate'";; esac
 case "$valid" in ''|*[!0-9]*|0) fail "VALID must be a whole number of verse pairs above 0, got '$valid'";; esac
 case "$test" in ''|*[!0-9]*|0) fail "TEST must be a whole number of verse pairs above 0, got '$test'";; esac
+case "$train" in '') ;; *[!0-9]*|0) fail "TRAIN must be a whole number of verse pairs above 0, got '$train'";; esac
 case "$recipe" in
     adam) optimiser=(--optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.1 --lr 0.003
                      --lr-scheduler polynomial_decay --warmup-updates "$(( updates / 6 ))"
@@ -71,7 +75,7 @@ echo "writing to $work"
 echo "training precision: $precision ($precision_reason)"
 
 step "1/8 corpus: split the verse pairs into train / valid / test"
-python "$here/split_corpus.py" "$here/data" . --valid "$valid" --test "$test" --max-words 50
+python "$here/split_corpus.py" "$here/data" . --valid "$valid" --test "$test" --max-words 50 ${train:+--train "$train"}
 
 step "2/8 Moses tokenisation (the tokenizer fairseq-interactive --tokenizer moses runs)"
 for split in train valid test; do
