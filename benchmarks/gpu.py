@@ -23,7 +23,7 @@ size) for carrying to one.
 
     python benchmarks/gpu.py measure examples/bible_es_en/runs/latest OUT_DIR
     python benchmarks/gpu.py pack examples/bible_es_en/runs/latest SMALL_RUN_DIR
-    python benchmarks/gpu.py --quick      # a few verses, no training, on a GPU if there is one: checks that it runs
+    python benchmarks/gpu.py --quick      # a few verses, outputs cut at 6 tokens, no training, on a GPU if there is one: checks that it runs
 """
 
 import copy
@@ -136,15 +136,18 @@ def on_device(model, precision: str, beam: int, device: str):
     return model
 
 
+MAX_LEN = 200  # every engine's longest output (max_len_b; fairseq's default); --quick: 6
+
+
 def searcher(engine: str, model, tgt_dict, beam: int):
     from fairseq.sequence_generator import SequenceGenerator
 
     from fconv_plugin.decoding.search import BeamSearch
 
     if engine == "plugin, core":
-        search = BeamSearch(model, tgt_dict, beam_size=beam)
+        search = BeamSearch(model, tgt_dict, beam_size=beam, max_len_b=MAX_LEN)
         return lambda src, lengths: search.generate(src, lengths)
-    generator = SequenceGenerator([model], tgt_dict, beam_size=beam)
+    generator = SequenceGenerator([model], tgt_dict, beam_size=beam, max_len_b=MAX_LEN)
     return lambda src, lengths: generator.generate([model], {"net_input": {"src_tokens": src, "src_lengths": lengths}})
 
 
@@ -369,6 +372,9 @@ def main(argv=None):
     args = harness.parse(parser, argv)
     if args.quick:
         import torch
+
+        global MAX_LEN
+        MAX_LEN = 6  # a model of a few updates may never end a sentence: 200 steps of emulated float16 take minutes
 
         with tempfile.TemporaryDirectory() as out:
             device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -2,7 +2,7 @@
 
     python benchmarks/load_test.py examples/bible_es_en/runs/latest [--clients 16] [--seconds 30]
     python benchmarks/load_test.py examples/bible_es_en/runs/latest --curve 1,4,16,64 [--seconds 20]
-    python benchmarks/load_test.py --quick     # 2 clients for 2 s on a tiny run: checks that it runs
+    python benchmarks/load_test.py --quick     # 2 clients for 2 s on a tiny run, outputs cut at 6 tokens: checks that it runs
 
 For each model (the run's checkpoint_best.pt, and its fconv-quantize int8 copy) two
 servers run one after the other: with dynamic batching (the defaults) and one request
@@ -176,7 +176,8 @@ def main(argv=None):
     sentences = harness.test_lines(run, args.sentences)
     int8 = harness.int8_copy(run)
     common = ["--source-lang", "es", "--target-lang", "en", "--tokenizer", "moses", "--bpe", "subword_nmt",
-              "--bpe-codes", str(run / "codes"), "--beam", "5", *shlex.split(args.server_options)]
+              "--bpe-codes", str(run / "codes"), "--beam", "5", *shlex.split(args.server_options),
+              *(["--max-len-b", "6"] if args.quick else [])]  # a model of a few updates may never end a sentence
     if args.curve:
         counts = [int(n) for n in args.curve.split(",")]
         results = curve(run, common, int8, counts, args.seconds, args.request_sentences, sentences)
