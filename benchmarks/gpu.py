@@ -136,7 +136,7 @@ def on_device(model, precision: str, beam: int, device: str):
     return model
 
 
-MAX_LEN = 200  # every engine's longest output (max_len_b; fairseq's default); --quick: 6
+MAX_LEN = 200  # every engine's longest output (max_len_b; fairseq's default); --quick: harness.QUICK_MAX_LEN
 
 
 def searcher(engine: str, model, tgt_dict, beam: int):
@@ -374,7 +374,7 @@ def main(argv=None):
         import torch
 
         global MAX_LEN
-        MAX_LEN = 6  # a model of a few updates may never end a sentence: 200 steps of emulated float16 take minutes
+        MAX_LEN = harness.QUICK_MAX_LEN  # 200 steps of float16 emulated on a CPU take minutes
 
         with tempfile.TemporaryDirectory() as out:
             device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -177,7 +177,7 @@ def main(argv=None):
     int8 = harness.int8_copy(run)
     common = ["--source-lang", "es", "--target-lang", "en", "--tokenizer", "moses", "--bpe", "subword_nmt",
               "--bpe-codes", str(run / "codes"), "--beam", "5", *shlex.split(args.server_options),
-              *(["--max-len-b", "6"] if args.quick else [])]  # a model of a few updates may never end a sentence
+              *(["--max-len-b", str(harness.QUICK_MAX_LEN)] if args.quick else [])]
     if args.curve:
         counts = [int(n) for n in args.curve.split(",")]
         results = curve(run, common, int8, counts, args.seconds, args.request_sentences, sentences)

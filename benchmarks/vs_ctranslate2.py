@@ -65,7 +65,7 @@ WORKER_ENGINES = ("fconv fairseq-generate", "core float32", "core int8", "transf
                   "ctranslate2 float32", "ctranslate2 int8")
 
 
-MAX_LEN = 200  # every engine's longest output (fairseq's max_len_b, max_len_a 0); --quick: 6
+MAX_LEN = 200  # every engine's longest output (fairseq's max_len_b, max_len_a 0); --quick: harness.QUICK_MAX_LEN
 
 
 def runs_setting(engine: str, setting: str) -> bool:
@@ -393,7 +393,7 @@ def main(argv=None):
     parser.add_argument("--flops", choices=("fconv", "transformer"), help=argparse.SUPPRESS)
     parser.add_argument("--bleu-of", type=int, help=argparse.SUPPRESS)
     args = harness.parse(parser, argv)
-    MAX_LEN = 6 if args.quick else args.max_len
+    MAX_LEN = harness.QUICK_MAX_LEN if args.quick else args.max_len
     run = args.run
     if args.engine:
         print(json.dumps(run_engine(run, args.engine, args.setting)))
@@ -430,7 +430,8 @@ def main(argv=None):
             order = ENGINES if repetition % 2 == 0 else tuple(reversed(ENGINES))
             for engine in (e for e in order if runs_setting(e, setting)):
                 results[(engine, setting)].append(child(run, ["--engine", engine, "--setting", setting]))
-    gflops, gops = machine_peaks(256 if args.quick else 1024)
+    peak_size = 256 if args.quick else 1024
+    gflops, gops = machine_peaks(peak_size)
     flops = {"fconv": child(run, ["--flops", "fconv"])["flops"], "transformer": child(run, ["--flops", "transformer"])["flops"]}
     sizes = {
         "fconv fairseq-generate": size_of(run / "checkpoints" / "checkpoint_best.pt"),
@@ -442,7 +443,7 @@ def main(argv=None):
         "ctranslate2 float32": size_of(work_dir(run) / f"ctranslate2_{updates}"),
         "ctranslate2 int8": size_of(work_dir(run) / f"ctranslate2_{updates}"),
     }
-    print(f"machine peak ({256 if args.quick else 1024}^3 products): float32 {gflops:.0f} GFLOP/s, int8 {gops:.0f} GOP/s")
+    print(f"machine peak ({peak_size}^3 products): float32 {gflops:.0f} GFLOP/s, int8 {gops:.0f} GOP/s")
     print(f"{'engine':<29} {'BLEU':>5} {'chrF':>5} | {'beam 5 x 16':>11} {'beam 1 x 1':>10} {f'{THREADS} workers':>9} "
           f"sentences/s | {'peak MB':>7} {'size MB':>7} | GFLOP/sent  % of peak (beam 5 x 16)")
     table = {}

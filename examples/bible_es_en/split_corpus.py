@@ -6,10 +6,10 @@ whose Spanish verse equals a held-out one (case aside: "Y habló Jehová á Mois
 diciendo:" stands 19 times) is left out, so no test verse has a twin in training.
 Training pairs longer than --max-words on either side are left out to keep CPU
 training quick. --train N keeps N of the training pairs, spread evenly over the Bible (a
-quick run's; only what is kept is normalised). The KJV's paragraph marks (¶), which the Spanish text does not have,
-are removed, and both sides go through sacremoses' punctuation normaliser: the KJV's
-curly apostrophe ("man’s", 1,779 verses) becomes "'", which the Moses tokenizer splits
-as "man 's" and the detokenizer joins again; a curly one came out as "man ’ s".
+quick run's; only what is kept is normalised). The KJV's paragraph marks (¶), which the
+Spanish text does not have, are removed, and both sides go through sacremoses' punctuation
+normaliser: the KJV's curly apostrophe ("man’s", 1,779 verses) becomes "'", which the Moses
+tokenizer splits as "man 's" and the detokenizer joins again; a curly one came out as "man ’ s".
 """
 
 import argparse
