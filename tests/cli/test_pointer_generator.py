@@ -25,9 +25,9 @@ def _names_right(generate_output, root):
     return sum(bool(h) and h[0] == targets[i].split()[0] for i, h in hypotheses.items())
 
 
-def test_copying_gets_the_names_a_plain_model_cannot(name_task):
+def test_copying_gets_the_names_a_plain_model_cannot(name_task, tmp_path):
     root, data_bin, copying = name_task
-    plain = train_names_model(data_bin, root / "plain", "fconv_gigaword")
+    plain = train_names_model(data_bin, tmp_path / "plain", "fconv_gigaword")
     copied, generated = _names_right(_generate(data_bin, copying), root), _names_right(_generate(data_bin, plain), root)
     assert copied >= 48, copied  # 80% of 60
     assert generated <= 10, generated

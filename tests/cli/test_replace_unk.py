@@ -26,9 +26,11 @@ def _bleu(hypotheses, reference_file):
     return sacrebleu.corpus_bleu(hypotheses, [references], tokenize="none").score
 
 
-def test_generate_replaces_every_unk_on_binarised_data_and_bleu_rises(unk_model):
-    root, data_bin, checkpoint = unk_model
-    dictionary = root / "unk-dict.txt"
+def test_generate_replaces_every_unk_on_binarised_data_and_bleu_rises(unk_model, tmp_path):
+    root, shared_data_bin, checkpoint = unk_model
+    data_bin = tmp_path / "data-bin"  # a copy: the raw text goes in beside it below, and the shared one stays without
+    shutil.copytree(shared_data_bin, data_bin)
+    dictionary = tmp_path / "unk-dict.txt"
     run_tool("python", "-m", "fconv_plugin.cli.unk_dict", data_bin, "--path", checkpoint,
              "--source-text", root / "train.src", "--target-text", root / "train.tgt", "--output", dictionary)
     learned = dict(line.split() for line in dictionary.read_text().splitlines())
