@@ -173,7 +173,7 @@ setup(
         "tqdm",  # fconv-translate's progress
     ],
     extras_require={
-        "test": ["pytest", "hypothesis", "selenium", "libretranslatepy", "deep-translator", "libretranslate-aio", "schemathesis"],
+        "test": ["pytest", "pytest-xdist", "hypothesis", "selenium", "libretranslatepy", "deep-translator", "libretranslate-aio", "schemathesis"],
         # fconv-serve: py3langid for /detect, python-docx for /translate_file, python-multipart for forms
         "serve": ["fastapi", "uvicorn", "prometheus-client", "python-multipart", "py3langid", "python-docx"],
         # fconv-export (onnx, onnxscript: torch's exporter) and fconv-onnx-translate (onnxruntime)

@@ -227,6 +227,7 @@ def german_english_corpus(tmp_path_factory):
     return scene
 
 
+@pytest.mark.long
 def test_readmes_fairseq_lines_then_usage_and_deployment(german_english_corpus):
     """README.md's four fairseq lines in order (training bounded to one update), then
     docs/usage.md's --replace-unk lines and docs/deployment.md's int8 lines on their model."""

@@ -236,12 +236,13 @@ def log() -> str:
     return (_state["root"] / "warm.log").read_text() if "root" in _state else ""
 
 
-def summary() -> str:
-    """One line: how many commands ran warm, how many plainly and why (for the session's report)."""
+def summary(text: str = None) -> str:
+    """One line: how many commands ran warm, how many plainly and why (for the session's report),
+    from ``text`` (warm processes' logs; this process's own if not given)."""
     import collections
     import re
 
-    text = log()
+    text = log() if text is None else text
     warm = len(re.findall(r"^warm: \d+ runs ", text, re.MULTILINE))
     plain = collections.Counter(re.findall(r"^warm: plain .*?: ((?:another|no) [^\n]*)$", text, re.MULTILINE))
     reasons = "; ".join(f"{count} for {reason}" for reason, count in plain.most_common())

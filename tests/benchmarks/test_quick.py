@@ -42,6 +42,7 @@ def test_no_benchmark_uses_a_private_api():
             assert not re.search(r"from fconv_\w+[\w.]* import .*\b_[a-z]", code), f"{name}: {line.strip()}"
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_quick_mode_runs(name, quickstart_run):
     # warm (tests/warm_commands.py), and so is every process it starts with sys.executable

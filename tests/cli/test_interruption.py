@@ -63,6 +63,7 @@ def _all_checkpoints_load(save_dir):
         load_raw_checkpoint(path)  # raises on a truncated file
 
 
+@pytest.mark.long
 def test_sigkill_mid_epoch_then_restart_matches_an_uninterrupted_run(noisy_task, tmp_path):
     data_bin = noisy_task
     reference = subprocess.run(_train_command(data_bin, tmp_path / "reference"), capture_output=True, text=True,
@@ -169,6 +170,7 @@ def _kill_at_a_seeded_moment(command, save_dir, rng):
     return moment, run.kill()
 
 
+@pytest.mark.long
 def test_twenty_seeded_sigkills_lose_nothing_and_the_run_resumes_to_its_end(word_task, tmp_path):
     _, data_bin = word_task
     save_dir = tmp_path / "checkpoints"

@@ -145,6 +145,7 @@ def test_fuzz_truncated(checkpoint_bytes, tmp_path, fraction):
 
 
 @pytest.mark.slow  # a flip that loads goes through fairseq's whole upgrade of old checkpoints (~0.15 s)
+@pytest.mark.long
 @_FUZZ
 @given(flips=st.lists(st.tuples(st.floats(0.0, 1.0, exclude_max=True), st.integers(0, 255)), min_size=1, max_size=6))
 def test_fuzz_flipped_bytes(checkpoint_bytes, tmp_path, flips):

@@ -48,6 +48,7 @@ def test_prepare_keeps_each_source_package_in_one_split(tiny_corpus):
     assert n_train + n_valid + n_test == 700
 
 
+@pytest.mark.long
 def test_the_script_runs_end_to_end_and_ends_with_the_rouge_line(tiny_corpus):
     root, corpus = tiny_corpus
     env = {"PATH": f"{warm_commands.bin_dir()}:/usr/bin:/bin", "CORPUS": str(corpus), "UPDATES": "30",

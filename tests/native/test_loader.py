@@ -87,6 +87,7 @@ def test_an_install_without_a_compiler_succeeds_and_the_loader_says_why(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_build_that_saw_no_torch_says_so_and_fconv_info_builds_the_loops(tmp_path):
     """pip's build isolation builds in an environment without torch: the build says why where
     the loader reads it, and ``fconv-info --build``'s compile makes the loop run."""
