@@ -3,7 +3,6 @@ module reaches, and no test module imports one (an imported fixture is a second 
 with a cache of its own, so its model was trained again for that module)."""
 
 import ast
-import os
 import re
 import subprocess
 import sys
@@ -11,6 +10,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from tests import workers
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -43,9 +44,9 @@ def test_no_test_module_imports_a_fixture():
 def test_each_session_fixture_is_set_up_once():
     """``pytest --setup-plan``: every session fixture, the trained models among them, once (in
     one process, -n 0: pytest-xdist's workers share what they make through tests/workers.py)."""
-    environment = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_XDIST_")}
     plan = subprocess.run([sys.executable, "-m", "pytest", "--setup-plan", "-q", "-n", "0", "-p", "no:cacheprovider",
-                           "tests"], capture_output=True, text=True, cwd=ROOT, timeout=300, env=environment)
+                           "tests"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env=workers.environment_of_a_new_session())
     assert plan.returncode == 0, plan.stdout[-2000:] + plan.stderr[-2000:]
     setups = Counter(re.findall(r"^\s*SETUP\s+S (\w+)", plan.stdout, flags=re.M))
     assert {"word_task", "trained_model", "unk_model", "name_task", "int8_checkpoint", "copying_int8_checkpoint",

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import workers
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CONFTEST = '''
@@ -60,7 +62,7 @@ def _session(tmp_path, *options):
     (project / "conftest.py").write_text(CONFTEST)
     (project / "test_a_fast_one.py").write_text(TEST_FILE.format(mark=""))
     (project / "test_b_long_one.py").write_text(TEST_FILE.format(mark="@pytest.mark.slow\n@pytest.mark.long"))
-    environment = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_XDIST_")}
+    environment = workers.environment_of_a_new_session()
     environment.update(PYTHONPATH=str(ROOT), MAKES=str(tmp_path / "makes"), SEEN=str(tmp_path / "seen"))
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(project),
                              *options, str(project)], capture_output=True, text=True, cwd=project, env=environment,

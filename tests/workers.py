@@ -23,6 +23,12 @@ _WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1", ... in a worker
 _RESULT = "made.json"  # written last, so its presence says the directory is complete
 
 
+def environment_of_a_new_session() -> dict:
+    """This process's environment without pytest-xdist's variables, for a pytest session that
+    a test starts: it is a session of its own, not a worker (``_WORKER`` reads them)."""
+    return {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_XDIST_")}
+
+
 def keep_to_a_share_of_the_cpus() -> None:
     """Worker gwN of K keeps to every K-th of the CPUs it was given, starting at the N-th
     (one CPU each where there are as many workers as CPUs). Nothing without workers."""
