@@ -39,6 +39,11 @@ def test_a_command_prints_and_exits_as_its_real_script_does(tmp_path):
     real, warm = _both("fairseq-train", "--help")
     assert warm.returncode == real.returncode == 0
     assert TIMESTAMP.sub("", warm.stdout) == TIMESTAMP.sub("", real.stdout) and "usage: fairseq-train" in warm.stdout
+    # fairseq was imported in the warm process: the command still logs as it did when it set
+    # up logging before importing fairseq (above) and when fairseq's import set it up (here)
+    real, warm = _both("fairseq-generate", "--help")
+    assert warm.returncode == real.returncode == 0
+    assert (warm.stdout, warm.stderr) == (real.stdout, real.stderr) and "tensorboardX" in warm.stderr
     real, warm = _both("fconv-quantize", str(tmp_path / "missing.pt"), str(tmp_path / "out.pt"))
     assert warm.returncode == real.returncode != 0
     assert TIMESTAMP.sub("", warm.stderr) == TIMESTAMP.sub("", real.stderr) and "missing.pt" in warm.stderr

@@ -1,14 +1,19 @@
 """This environment's fairseq and fconv commands, each run in its own process forked from one
-that has already imported the libraries fairseq imports (torch, numpy, scipy, scikit-learn,
-hydra, ...), so that a test's command does not spend ~4.5 of its ~6 s starting up (issue 62:
-the suite starts hundreds of such processes, and importing was most of many tests' time).
+that has already imported the libraries (torch, numpy, scipy, scikit-learn, hydra, ...) and
+fairseq itself, so that a test's command does not spend ~5.5 of its ~6 s starting up (issue
+62: the suite starts hundreds of such processes, and importing was most of many tests' time).
 
-Each command still imports fairseq, fairseq_cli and the plugin itself, in its own order, and
-runs as its own process with its own arguments, environment, directory, standard streams
-(rebuilt as a new interpreter builds them for that environment) and exit status. What
-would make those libraries load differently (``OMP_*``, ``PYTHONPATH``, another locale's
-encoding, other resource limits) makes the command run as a plain process instead: the
-shim then ``exec``s the real script, as it does whenever no warm process answers.
+Each command imports fairseq_cli and the plugin itself, in its own order, and runs as its own
+process with its own arguments, environment, directory, standard streams (rebuilt as a new
+interpreter builds them for that environment) and exit status. fairseq is out of the
+command's ``sys.modules`` until the command first imports it; then it is put back, and what
+importing it wrote and did to logging (text_to_speech's ``logging.basicConfig`` and its
+request for tensorboardX) is done again at that moment, so that the command's log reads as a
+new process's would, whether it set up logging before importing fairseq (fairseq-train) or
+not (fairseq-generate). What would make those libraries load differently (``OMP_*``,
+``PYTHONPATH``, another locale's encoding, other resource limits) makes the command run as a
+plain process instead: the shim then ``exec``s the real script, as it does whenever no warm
+process answers.
 
 Three parts, one file:
 - ``bin_dir()``: a directory of shims, one per console script of this environment
@@ -293,7 +298,8 @@ def stop():
 
 def _modules_fairseq_imports():
     """Every module ``import fairseq`` loads that is not fairseq's, in the order they finished
-    loading: learnt in a forked child, so that this process never imports fairseq itself."""
+    loading: learnt in a forked child, so that this process imports them before fairseq (what
+    they write as they load is then apart from what fairseq's import writes and logs)."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -313,11 +319,8 @@ def _modules_fairseq_imports():
     return names
 
 
-def _preload():
-    """Import the libraries; return what importing them wrote on stdout and stderr."""
-    import importlib
-
-    names = _modules_fairseq_imports()
+def _captured_output(action):
+    """Run ``action``; return (its result, what it wrote on file descriptors 1 and 2)."""
     sys.stdout.flush()
     sys.stderr.flush()
     saved = [os.dup(1), os.dup(2)]
@@ -325,21 +328,122 @@ def _preload():
     os.dup2(captured[0].fileno(), 1)
     os.dup2(captured[1].fileno(), 2)
     try:
-        for name in names:
-            try:
-                importlib.import_module(name)
-            except Exception:
-                pass  # made at run time, not importable by name
+        result = action()
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
     output = []
     for f in captured:
         f.seek(0)
         output.append(f.read().decode("latin-1"))
-    return output, len(names)
+        f.close()
+    return result, output
+
+
+def _import_libraries(names):
+    import importlib
+
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass  # made at run time, not importable by name
+    return len(names)
+
+
+def _import_fairseq_recording_its_logging():
+    """Import fairseq here without letting it touch this process's logging; return what it
+    did to logging, in order, for a command to do again where it imports fairseq: its
+    ``logging.basicConfig`` calls (text_to_speech's) and the records it logged (the request
+    for tensorboardX), each emitted again only where that command's logging lets it through."""
+    import logging
+
+    events = []
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+
+    class Recorder(logging.Handler):
+        def emit(self, record):
+            events.append(["log", record.name, record.levelno, record.msg, record.args])
+
+    def basic_config(**kwargs):
+        if set(kwargs) - {"format", "datefmt", "style", "level"}:  # a stream or file: of this process
+            raise RuntimeError(f"fairseq's import calls logging.basicConfig({kwargs}); it cannot be done again later")
+        events.append(["basicConfig", kwargs])
+
+    recorder = Recorder()
+    real_basic_config, logging.basicConfig = logging.basicConfig, basic_config
+    root.addHandler(recorder)
+    root.setLevel(logging.NOTSET)  # every record reaches the recorder; the command's own levels decide later
+    try:
+        import fairseq  # noqa: F401
+    finally:
+        logging.basicConfig = real_basic_config
+        root.removeHandler(recorder)
+        root.setLevel(level)
+    if root.handlers != handlers:
+        raise RuntimeError("importing fairseq changed the root logger's handlers")
+    return events
+
+
+def _preload():
+    """Import the libraries, then fairseq; return what importing the libraries wrote on
+    stdout and stderr, and fairseq's import: what it wrote there and did to logging."""
+    names = _modules_fairseq_imports()
+    count, output = _captured_output(lambda: _import_libraries(names))
+    logging_events, fairseq_output = _captured_output(_import_fairseq_recording_its_logging)
+    fairseq_modules = sorted(name for name in sys.modules if name == "fairseq" or name.startswith("fairseq."))
+    return output, count + len(fairseq_modules), {"output": fairseq_output, "logging": logging_events}
+
+
+class _FairseqImportedAgain:
+    """In a command's process: fairseq, imported already in the warm process, taken out of
+    ``sys.modules`` until the command first imports it (every import of a fairseq module
+    begins with the package), then put back in one step, with what its import wrote and did
+    to logging done again at that moment, as a new process would import it."""
+
+    def __init__(self, fairseq_import):
+        self.modules = {name: module for name, module in sys.modules.items()
+                        if name == "fairseq" or name.startswith("fairseq.")}
+        self.spec = self.modules["fairseq"].__spec__
+        self.fairseq_import = fairseq_import
+        for name in self.modules:
+            del sys.modules[name]
+        sys.meta_path.insert(0, self)
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "fairseq" or self not in sys.meta_path:
+            return None
+        import importlib.util
+
+        spec = importlib.util.spec_from_loader("fairseq", self, origin=self.spec.origin, is_package=True)
+        spec.submodule_search_locations = self.spec.submodule_search_locations
+        return spec
+
+    def create_module(self, spec):
+        return self.modules["fairseq"]
+
+    def exec_module(self, module):
+        import logging
+
+        sys.meta_path.remove(self)
+        module.__spec__ = self.spec  # the import system set this finder's; the module keeps its own loader
+        sys.modules.update(self.modules)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, text in zip((1, 2), self.fairseq_import["output"]):
+            if text:
+                os.write(fd, text.encode("latin-1"))
+        for event in self.fairseq_import["logging"]:
+            if event[0] == "basicConfig":
+                logging.basicConfig(**event[1])
+            else:
+                _, name, level, message, args = event
+                logging.getLogger(name).log(level, message, *(args if isinstance(args, tuple) else (args,)))
 
 
 def _new_stream(fd, facts, name):
@@ -368,7 +472,7 @@ def _warning_options(options, startup_filters):
     sys.warnoptions[:] = options
 
 
-def _become_the_command(connection, request, fds, output, startup_filters):
+def _become_the_command(connection, request, fds, output, fairseq_import, startup_filters):
     """In the forked child: take the shim's streams, directory and environment, run the script,
     exit as an interpreter running it would."""
     import atexit
@@ -410,6 +514,7 @@ def _become_the_command(connection, request, fds, output, startup_filters):
     for fd, text in zip((1, 2), output):
         if text:
             os.write(fd, text.encode("latin-1"))
+    _FairseqImportedAgain(fairseq_import)
 
     def die_with_the_shim():
         try:
@@ -491,7 +596,7 @@ def serve(socket_path: str):
     if os.environ.get("PYTHONWARNINGS"):
         environment["PYTHONWARNINGS"] = os.environ["PYTHONWARNINGS"]  # only a command without it is rebuilt
     startup_filters = len(warnings.filters)  # the interpreter's own, before any library adds to them
-    output, count = _preload()
+    output, count, fairseq_import = _preload()
     facts = _interpreter_facts()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path + ".new")
@@ -536,7 +641,7 @@ def serve(socket_path: str):
                         signal.signal(getattr(signal, name), signal.SIG_DFL)
                     for name, value in SET_BY_IMPORTS.items():
                         request["env"].setdefault(name, value)
-                    _become_the_command(connection, request, fds, output, startup_filters)
+                    _become_the_command(connection, request, fds, output, fairseq_import, startup_filters)
                 finally:
                     os._exit(70)
             for fd in fds:
