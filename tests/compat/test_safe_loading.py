@@ -93,23 +93,9 @@ _FUZZ = settings(max_examples=FUZZ_EXAMPLES, derandomize=True, database=None, de
 
 
 @pytest.fixture(scope="module")
-def checkpoint_bytes():
-    """A checkpoint as fairseq-train writes it (args, model, optimizer history, extra state)."""
-    from tests.support import DictionaryTask, build_plugin_model, make_dictionary, model_args
-
-    task = DictionaryTask(make_dictionary(20), make_dictionary(20))
-    overrides = dict(encoder_layers="[(16, 3)] * 2", decoder_layers="[(16, 3)] * 2", encoder_embed_dim=8,
-                     decoder_embed_dim=8, decoder_out_embed_dim=8)
-    model = build_plugin_model("fconv_iwslt_de_en", task, **overrides)
-    state = {
-        "args": model_args("fconv_iwslt_de_en", **overrides), "model": model.state_dict(),
-        "optimizer_history": [{"criterion_name": "CrossEntropyCriterion", "optimizer_name": "NAG",
-                               "lr_scheduler_state": {"best": 3.5}, "num_updates": 40}],
-        "extra_state": {"train_iterator": {"epoch": 2}, "val_loss": 3.5},
-    }
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    return buffer.getvalue()
+def checkpoint_bytes(checkpoint_bytes_as_written):
+    """The fuzzed checkpoint as fairseq before 0.10 wrote it (below: both forms)."""
+    return checkpoint_bytes_as_written["fairseq < 0.10: args"]
 
 
 def _loads_or_one_line_error(path):
@@ -120,12 +106,6 @@ def _loads_or_one_line_error(path):
         return None
     assert isinstance(state, dict)
     return state
-
-
-def test_the_fuzzed_checkpoint_loads_whole(checkpoint_bytes, tmp_path):
-    path = tmp_path / "checkpoint.pt"
-    path.write_bytes(checkpoint_bytes)
-    assert _loads_or_one_line_error(path)["optimizer_history"][-1]["num_updates"] == 40
 
 
 @_FUZZ
@@ -144,19 +124,60 @@ def test_fuzz_truncated(checkpoint_bytes, tmp_path, fraction):
     assert _loads_or_one_line_error(path) is None
 
 
-@pytest.mark.slow  # a flip that loads goes through fairseq's whole upgrade of old checkpoints (~0.15 s)
+@pytest.fixture(scope="module")
+def checkpoint_bytes_as_written():
+    """The fuzzed checkpoint in both forms users have: as fairseq before 0.10 wrote it (its
+    configuration an ``args`` Namespace, which loading converts through hydra) and as fairseq
+    0.12's fairseq-train writes it (``args`` None, ``cfg`` a dict of plain values holding the
+    model's Namespace): what loading the first makes of it, saved again."""
+    from omegaconf import OmegaConf
+
+    from tests.support import DictionaryTask, build_plugin_model, make_dictionary, model_args
+
+    task = DictionaryTask(make_dictionary(20), make_dictionary(20))
+    overrides = dict(encoder_layers="[(16, 3)] * 2", decoder_layers="[(16, 3)] * 2", encoder_embed_dim=8,
+                     decoder_embed_dim=8, decoder_out_embed_dim=8)
+    state = {
+        "args": model_args("fconv_iwslt_de_en", **overrides),
+        "model": build_plugin_model("fconv_iwslt_de_en", task, **overrides).state_dict(),
+        "optimizer_history": [{"criterion_name": "CrossEntropyCriterion", "optimizer_name": "NAG",
+                               "lr_scheduler_state": {"best": 3.5}, "num_updates": 40}],
+        "extra_state": {"train_iterator": {"epoch": 2}, "val_loss": 3.5},
+    }
+    written = {}
+    for form in ("fairseq < 0.10: args", "fairseq 0.12: cfg"):
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        written[form] = buffer.getvalue()
+        state = dict(_original_state(written[form]), args=None)
+        state["cfg"] = OmegaConf.to_container(state["cfg"], resolve=True, enum_to_str=True)
+    return written
+
+
+def test_both_forms_of_the_fuzzed_checkpoint_load_whole(checkpoint_bytes_as_written, tmp_path):
+    for form, data in checkpoint_bytes_as_written.items():
+        path = tmp_path / "checkpoint.pt"
+        path.write_bytes(data)
+        state = _loads_or_one_line_error(path)
+        assert state["optimizer_history"][-1]["num_updates"] == 40, form
+        assert (state["args"] is None) == form.endswith("cfg") and state["cfg"]["model"].arch == "fconv_iwslt_de_en"
+
+
+@pytest.mark.slow  # a flip that loads goes through fairseq's upgrade of checkpoints (hydra's, ~0.15 s, for args)
 @pytest.mark.long
 @_FUZZ
-@given(flips=st.lists(st.tuples(st.floats(0.0, 1.0, exclude_max=True), st.integers(0, 255)), min_size=1, max_size=6))
-def test_fuzz_flipped_bytes(checkpoint_bytes, tmp_path, flips):
-    data = bytearray(checkpoint_bytes)
+@given(form=st.sampled_from(["fairseq < 0.10: args", "fairseq 0.12: cfg"]),
+       flips=st.lists(st.tuples(st.floats(0.0, 1.0, exclude_max=True), st.integers(0, 255)), min_size=1, max_size=6))
+def test_fuzz_flipped_bytes(checkpoint_bytes_as_written, tmp_path, form, flips):
+    written = checkpoint_bytes_as_written[form]
+    data = bytearray(written)
     for where, value in flips:
         data[int(where * len(data))] = value
     path = tmp_path / "flipped.pt"
     path.write_bytes(bytes(data))
     state = _loads_or_one_line_error(path)  # a one-line error, asserted there, or what loaded:
     if state is not None:  # a flip inside a weight's bytes or a name: the checkpoint, its tensors as written
-        original = _original_state(checkpoint_bytes)
+        original = _original_state(written)
         assert [(t.shape, t.dtype) for t in state["model"].values()] == \
             [(t.shape, t.dtype) for t in original["model"].values()]
         assert isinstance(state["optimizer_history"], list) and len(state["optimizer_history"]) == 1
@@ -166,15 +187,14 @@ _ORIGINALS = {}
 
 
 def _original_state(checkpoint_bytes):
-    """The unflipped checkpoint as the plugin loads it (once)."""
-    if not _ORIGINALS:
-        import os
+    """The unflipped checkpoint as the plugin loads it (once a checkpoint)."""
+    if checkpoint_bytes not in _ORIGINALS:
         import tempfile
 
         with tempfile.NamedTemporaryFile(suffix=".pt", delete=False) as f:
             f.write(checkpoint_bytes)
         try:
-            _ORIGINALS["state"] = checkpoint_utils.load_checkpoint_to_cpu(f.name)
+            _ORIGINALS[checkpoint_bytes] = checkpoint_utils.load_checkpoint_to_cpu(f.name)
         finally:
             os.remove(f.name)
-    return _ORIGINALS["state"]
+    return _ORIGINALS[checkpoint_bytes]
