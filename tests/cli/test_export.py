@@ -156,16 +156,24 @@ def test_export_refuses_a_used_directory_an_int8_checkpoint_and_bpe_without_code
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob("out.*"))
 
 
+@pytest.fixture(scope="module")
+def exported_copying(name_task, tmp_path_factory):
+    """The names task's pointer-generator model, exported once for every beam and batch size."""
+    _, data_bin, copying = name_task
+    out = tmp_path_factory.mktemp("export_copying") / "copy"
+    run_tool("fconv-export", copying, data_bin, out)
+    return out
+
+
 @pytest.mark.parametrize("beam, batch_size", [(5, 8), (1, 3)])
-def test_a_copying_model_translates_as_fairseq_interactive(name_task, without_torch, tmp_path, beam, batch_size):
+def test_a_copying_model_translates_as_fairseq_interactive(name_task, exported_copying, without_torch, beam, batch_size):
     """The names task's pointer-generator model (tests/cli/conftest.py): its held-out names
     are only right when copied, so the exported mixture is exercised on every sentence."""
     root, data_bin, copying = name_task
-    run_tool("fconv-export", copying, data_bin, tmp_path / "copy")
-    assert json.loads((tmp_path / "copy" / "manifest.json").read_text())["copying"] is True
+    assert json.loads((exported_copying / "manifest.json").read_text())["copying"] is True
     lines = (root / "test.src").read_text().splitlines()[:30]
     expected = interactive_answers(data_bin, copying, lines, "--source-lang", "src", "--target-lang", "tgt", beam=beam)
-    result = onnx_translate(tmp_path / "copy", lines, "--beam", beam, "--batch-size", batch_size, "--print-scores",
+    result = onnx_translate(exported_copying, lines, "--beam", beam, "--batch-size", batch_size, "--print-scores",
                             blocked_dir=without_torch)
     answers = _answers_equal(result, expected)
     names = [line.split()[0] for line in (root / "test.tgt").read_text().splitlines()[:30]]
