@@ -256,7 +256,10 @@ def copy_bandwidth():
     return source.numel() * source.element_size() / seconds
 
 
-def peak_gemm_rates(size=1536):
+PEAK_GEMM_SIZE = 1536  # --quick: 256
+
+
+def peak_gemm_rates(size=PEAK_GEMM_SIZE):
     """GFLOP/s of one large float32 matrix product, of the bfloat16 one and of the int8 (dynamic) one."""
     from fconv_plugin.deployment.int8 import Int8Weight
 
@@ -321,11 +324,9 @@ def resident_bytes(field):
 
 
 def peak_memory(arch, which, phase):
-    code = (
-        f"import sys; sys.argv = ['x']; sys.path.insert(0, {str(Path(__file__).parent)!r});"
-        f"import bench_fconv as b; print(b.peak_memory_child({arch!r}, {which!r}, {phase!r}))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=1800).stdout
+    """``peak_memory_child`` in a new process: this script again, with ``--peak-memory``."""
+    out = subprocess.run([sys.executable, __file__, "--peak-memory", arch, which, phase], capture_output=True, text=True,
+                         check=True, timeout=1800).stdout
     return int(out.strip().splitlines()[-1])
 
 
@@ -335,15 +336,21 @@ def main(argv=None):
     parser.add_argument("--archs", nargs="+", default=["fconv_iwslt_de_en", "fconv_wmt_en_de"])
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--train-only", action="store_true", help="only the training step (speed, FLOP/s, utilisation)")
+    parser.add_argument("--peak-memory", nargs=3, metavar=("ARCH", "WHICH", "PHASE"), help=argparse.SUPPRESS)
     args = harness.parse(parser, argv)
+    if args.peak_memory:  # one model's peak, in a process of its own (peak_memory)
+        print(peak_memory_child(*args.peak_memory))
+        return
     torch.set_num_threads(args.threads)
     if args.quick:
         args.archs = ["fconv_iwslt_de_en"]
     reps = args.repeats
     bandwidth = copy_bandwidth()
+    gemm_size = 256 if args.quick else PEAK_GEMM_SIZE
     results = {"threads": torch.get_num_threads(), "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
                "bf16_units": precision.bf16_units(),
-               "copy_bandwidth_GBps": bandwidth / 1e9, "peak_gemm_GFLOPs": peak_gemm_rates(), "archs": {}}
+               "copy_bandwidth_GBps": bandwidth / 1e9, "peak_gemm_size": gemm_size, "peak_gemm_GFLOPs": peak_gemm_rates(gemm_size),
+               "archs": {}}
     for arch in args.archs:
         task = make_task(arch)
         arch_results = {"vocabulary": len(task.target_dictionary)}
@@ -370,11 +377,11 @@ def main(argv=None):
 
 
 def print_table(results):
-    peak = results["peak_gemm_GFLOPs"]
+    peak, size = results["peak_gemm_GFLOPs"], results["peak_gemm_size"]
     print(harness.machine())
     print(f"torch {results['torch']}, {results['threads']} threads, copy bandwidth {results['copy_bandwidth_GBps']:.1f} GB/s, "
           f"peak GEMM {peak['float32']:.0f} GFLOP/s float32, {peak['bfloat16']:.1f} GFLOP/s bfloat16"
-          f"{'' if results['bf16_units'] else ' (768^3)'}, {peak['int8']:.0f} GFLOP/s int8 (1536^3)")
+          f"{'' if results['bf16_units'] else f' ({size // 2}^3)'}, {peak['int8']:.0f} GFLOP/s int8 ({size}^3)")
     units = results["bf16_units"]
     print(f"bfloat16 units: {units} (the training step also runs as fairseq-train --cpu --bf16 trains)" if units else
           "bfloat16 units: none (AMX-BF16 or AVX-512 BF16): --bf16 --cpu is refused here, so no bfloat16 training step")
