@@ -5,7 +5,8 @@
 // - the compiled decoding (decoder_step.cpp), which beam_candidates.cpp's run_steps steps.
 #pragma once
 
-#include <torch/extension.h>
+#include <Python.h>
+#include <torch/types.h>
 
 namespace fconv_int8 {
 

@@ -20,7 +20,8 @@
 // where candidates are equal to the last bit: in practice the -inf candidates of a
 // sentence with fewer possible words than 2 x beam, which never finish and never outscore
 // a finite hypothesis, so no output changes.
-#include <torch/extension.h>
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "apis.h"
 

@@ -12,7 +12,8 @@
 // block's history, the attention source) is held here too (Decoding), so that a step is one
 // call from the newest tokens: their embeddings (§3.1) looked up here, the histories
 // reordered here as the beams move. A copying model's mixture stays in Python.
-#include <torch/extension.h>
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <cmath>
 #include <string>

@@ -17,7 +17,8 @@
 // addcmul computes it), every other operation rounded on its own (-ffp-contract=off). Every
 // value of row r depends on row r alone, so a sentence's answer never depends on the
 // sentences batched with it.
-#include <torch/extension.h>
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <ATen/Parallel.h>
 
