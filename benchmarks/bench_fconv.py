@@ -20,7 +20,7 @@ units (``fconv_plugin.precision``) the training step also runs in mixed precisio
 says why it is left out, and the bfloat16 peak shows why.
 
     .venv/bin/python benchmarks/bench_fconv.py            # full run
-    .venv/bin/python benchmarks/bench_fconv.py --quick    # one architecture, one repetition: checks that it runs
+    .venv/bin/python benchmarks/bench_fconv.py --quick    # one architecture, one repetition, a 256^3 peak: checks that it runs
     .venv/bin/python benchmarks/bench_fconv.py --train-only --archs fconv_iwslt_de_en fconv_gigaword
 """
 

@@ -58,7 +58,7 @@ RUN_ELSEWHERE = {
         "quickstart_run) runs examples/bible_es_en/quickstart.sh as written, with UPDATES=8 TRAIN=2000 VALID=40 TEST=40 EVALUATE=0",
     ("README.md", "bash scripts/setup_env.sh && .venv/bin/python -m pytest -q tests"):
         ".ci/run runs it exactly (tests/test_readme.py checks the two agree)",
-    ("developing.md", ".venv/bin/python -m pytest -q -m \"not slow\" tests"): ".ci/run runs it (FCONV_NATIVE=0, the no-compiler wheel)",
+    ("developing.md", ".venv/bin/python -m pytest -q -m \"not slow\" tests"): ".ci/run runs its parts with a compiled form on the no-compiler wheel",
     ("developing.md", ".venv/bin/python -m pytest -q tests"): ".ci/run runs it (the README's test command)",
     ("your-data.md", "bash examples/translate_your_data/train.sh de en corpus/train"):
         "tests/examples/test_translate_your_data.py runs the script on a corpus laid out so, with UPDATES=40",
