@@ -256,7 +256,7 @@ def copy_bandwidth():
     return source.numel() * source.element_size() / seconds
 
 
-PEAK_GEMM_SIZE = 1536  # --quick: 256
+PEAK_GEMM_SIZE = 1536  # --quick: harness.QUICK_PEAK_SIZE
 
 
 def peak_gemm_rates(size=PEAK_GEMM_SIZE):
@@ -346,7 +346,7 @@ def main(argv=None):
         args.archs = ["fconv_iwslt_de_en"]
     reps = args.repeats
     bandwidth = copy_bandwidth()
-    gemm_size = 256 if args.quick else PEAK_GEMM_SIZE
+    gemm_size = harness.QUICK_PEAK_SIZE if args.quick else PEAK_GEMM_SIZE
     results = {"threads": torch.get_num_threads(), "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
                "bf16_units": precision.bf16_units(),
                "copy_bandwidth_GBps": bandwidth / 1e9, "peak_gemm_size": gemm_size, "peak_gemm_GFLOPs": peak_gemm_rates(gemm_size),

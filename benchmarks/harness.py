@@ -30,6 +30,8 @@ QUICKSTART = ROOT / "examples" / "bible_es_en" / "quickstart.sh"
 LATEST = ROOT / "examples" / "bible_es_en" / "runs" / "latest"
 # --quick: the longest output, in tokens (a quick run's model of 8 updates may never end a sentence)
 QUICK_MAX_LEN = 6
+# --quick: the side of the products that measure the machine's peak (a few ms each)
+QUICK_PEAK_SIZE = 256
 if str(ROOT) not in sys.path:  # after PYTHONPATH: a child may measure another checkout of the plugin
     sys.path.append(str(ROOT))
 

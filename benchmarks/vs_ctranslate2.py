@@ -430,7 +430,7 @@ def main(argv=None):
             order = ENGINES if repetition % 2 == 0 else tuple(reversed(ENGINES))
             for engine in (e for e in order if runs_setting(e, setting)):
                 results[(engine, setting)].append(child(run, ["--engine", engine, "--setting", setting]))
-    peak_size = 256 if args.quick else 1024
+    peak_size = harness.QUICK_PEAK_SIZE if args.quick else 1024
     gflops, gops = machine_peaks(peak_size)
     flops = {"fconv": child(run, ["--flops", "fconv"])["flops"], "transformer": child(run, ["--flops", "transformer"])["flops"]}
     sizes = {
