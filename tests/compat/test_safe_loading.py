@@ -95,7 +95,7 @@ _FUZZ = settings(max_examples=FUZZ_EXAMPLES, derandomize=True, database=None, de
 @pytest.fixture(scope="module")
 def checkpoint_bytes(checkpoint_bytes_as_written):
     """The fuzzed checkpoint as fairseq before 0.10 wrote it (below: both forms)."""
-    return checkpoint_bytes_as_written["fairseq < 0.10: args"]
+    return checkpoint_bytes_as_written[FORMS[0]]
 
 
 def _loads_or_one_line_error(path):
@@ -124,6 +124,15 @@ def test_fuzz_truncated(checkpoint_bytes, tmp_path, fraction):
     assert _loads_or_one_line_error(path) is None
 
 
+FORMS = ("fairseq < 0.10: args", "fairseq 0.12: cfg")  # the checkpoint's two forms, fuzzed below
+
+
+def _saved(state) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
 @pytest.fixture(scope="module")
 def checkpoint_bytes_as_written():
     """The fuzzed checkpoint in both forms users have: as fairseq before 0.10 wrote it (its
@@ -144,13 +153,11 @@ def checkpoint_bytes_as_written():
                                "lr_scheduler_state": {"best": 3.5}, "num_updates": 40}],
         "extra_state": {"train_iterator": {"epoch": 2}, "val_loss": 3.5},
     }
-    written = {}
-    for form in ("fairseq < 0.10: args", "fairseq 0.12: cfg"):
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        written[form] = buffer.getvalue()
-        state = dict(_original_state(written[form]), args=None)
-        state["cfg"] = OmegaConf.to_container(state["cfg"], resolve=True, enum_to_str=True)
+    old, new = FORMS
+    written = {old: _saved(state)}
+    upgraded = dict(_original_state(written[old]), args=None)
+    upgraded["cfg"] = OmegaConf.to_container(upgraded["cfg"], resolve=True, enum_to_str=True)
+    written[new] = _saved(upgraded)
     return written
 
 
@@ -160,13 +167,13 @@ def test_both_forms_of_the_fuzzed_checkpoint_load_whole(checkpoint_bytes_as_writ
         path.write_bytes(data)
         state = _loads_or_one_line_error(path)
         assert state["optimizer_history"][-1]["num_updates"] == 40, form
-        assert (state["args"] is None) == form.endswith("cfg") and state["cfg"]["model"].arch == "fconv_iwslt_de_en"
+        assert (state["args"] is None) == (form == FORMS[1]) and state["cfg"]["model"].arch == "fconv_iwslt_de_en"
 
 
 @pytest.mark.slow  # a flip that loads goes through fairseq's upgrade of checkpoints (hydra's, ~0.15 s, for args)
 @pytest.mark.long
 @_FUZZ
-@given(form=st.sampled_from(["fairseq < 0.10: args", "fairseq 0.12: cfg"]),
+@given(form=st.sampled_from(FORMS),
        flips=st.lists(st.tuples(st.floats(0.0, 1.0, exclude_max=True), st.integers(0, 255)), min_size=1, max_size=6))
 def test_fuzz_flipped_bytes(checkpoint_bytes_as_written, tmp_path, form, flips):
     written = checkpoint_bytes_as_written[form]
