@@ -29,6 +29,7 @@ from omegaconf import open_dict
 
 from .. import precision
 from ._patching import patch, running_cli_module
+from ._workers import from_every_worker
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +76,11 @@ def train_in_mixed_precision(cfg, model, units: str) -> None:
     model.compute_in_(torch.bfloat16)
     with open_dict(cfg):  # fairseq's options took --bf16 for a TPU
         cfg.common.bf16 = cfg.common.memory_efficient_bf16 = cfg.common.tpu = False
-    logger.info("fconv_plugin: --bf16 on the CPU (%s): products and convolutions in bfloat16; weights, "
-                "optimizer state and checkpoints float32", units)
+    # each torchrun worker's own model says what it computes in; only the first worker's INFO reaches the log
+    workers = from_every_worker(model.decoder.compute_dtype == model.encoder.compute_dtype == torch.bfloat16)
+    on_workers = "" if len(workers) == 1 else f" on {sum(workers)} of {len(workers)} workers"
+    logger.info("fconv_plugin: --bf16 on the CPU (%s): products and convolutions in bfloat16%s; weights, "
+                "optimizer state and checkpoints float32", units, on_workers)
 
 
 def _training_in_mixed_precision(trainer_init):
