@@ -49,6 +49,7 @@ if "fairseq" not in sys.modules and not running_fairseq_command():
 
 from .errors import FConvError  # noqa: E402
 from .models import ARCHITECTURES, FConvDecoder, FConvEncoder, FConvModel  # noqa: E402
+from . import optim  # noqa: E402,F401  (--lr-scheduler time_budget)
 
 
 def with_plugin_user_dir(argv: List[str]) -> List[str]:

@@ -66,12 +66,13 @@ BELOW = {"errors": [], "checkpoint_io": ["errors"], "native": []}  # native: the
 BELOW["decoding.backend"] = ["errors", "native"]  # the one selector of compiled or torch forms (test below)
 BELOW["precision"] = ["errors"]  # the CPU's bfloat16 units, asked by the inference core, compat and fconv-info
 BELOW["modules"] = ["errors"]  # the paper and nothing else (test below)
+BELOW["optim"] = ["errors"]  # the training budget's plan and fairseq's scheduler for it, beside the model
 BELOW["layer_spec"] = ["errors", "modules"]  # the options of the model, in the paper's layer terms
 BELOW["deployment"] = ["errors", "decoding.backend", "modules"]  # the layers' int8 forms
 BELOW["models"] = BELOW["deployment"] + ["deployment", "layer_spec", "checkpoint_io"]
 BELOW["decoding"] = BELOW["models"] + ["models"]  # the step and the search, torch and compiled forms
 BELOW["inference"] = BELOW["decoding"] + ["decoding", "precision"]
-BELOW["compat"] = BELOW["inference"] + ["inference"]
+BELOW["compat"] = BELOW["inference"] + ["inference", "optim"]
 for face in ("cli", "serve", "export"):
     BELOW[face] = BELOW["inference"] + ["inference", "compat", "package root"]
 BELOW["cli"] = BELOW["cli"] + ["native"]  # fconv-info --build (native/build.py), which chooses nothing (test below)

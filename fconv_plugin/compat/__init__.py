@@ -13,7 +13,8 @@ Each module fixes one thing fairseq breaks on this platform:
 - data_bin_checks: a damaged data-bin gets one line that names the file;
 - complete_batches: evaluation and training batch every sentence (fairseq #5036);
 - diverse_beam: ``--diverse-beam-groups`` on subsets larger than one batch;
-- cpu_bf16: ``--bf16`` on a CPU trains in mixed precision instead of asking for a TPU.
+- cpu_bf16: ``--bf16`` on a CPU trains in mixed precision instead of asking for a TPU;
+- training_budget: ``--lr-scheduler time_budget`` gets the trainer's clock and stops training.
 
 Commands run one after another in one process (``fairseq_cli.generate.main(...)`` after
 ``train.main(...)``, as fairseq's own tests do) each get the fixes they need: fairseq
@@ -46,6 +47,7 @@ from . import (
     ngram_blocking,
     replace_unk,
     safe_loading,
+    training_budget,
 )
 from ._patching import patch
 
@@ -64,6 +66,7 @@ FIXES = {
     "complete_batches": complete_batches,
     "diverse_beam": diverse_beam,
     "cpu_bf16": cpu_bf16,
+    "training_budget": training_budget,
 }
 
 

@@ -1,0 +1,221 @@
+"""A training budget in wall-clock minutes: the updates it buys and the learning rate over them.
+
+Budgeted training (Li, Yumer and Ramanan, *Budgeted Training*, ICLR 2020): a schedule
+that anneals to its end value exactly as the budget runs out beats one planned for
+another length, most of all for small budgets, and linear decay is robust. How many
+updates a budget buys is not known in advance (the CPU, its load, the pauses for
+validation), so the plan is re-estimated from the clock after every update:
+
+    seconds per update = median of the recent training intervals
+                         + the pauses so far (validation, saving, a new epoch) spread over the updates so far
+    remaining updates  = (budget - clock) // seconds per update
+    progress           = updates / (updates + remaining)
+
+The learning rate rises linearly over the warm-up fraction of the run, holds, then falls
+linearly over the decay fraction to its end value, which the last update's step sets
+(the last update itself runs one step above it, as fairseq's ``polynomial_decay`` does).
+Training stops when no further update fits in the budget. An interval over
+``PAUSE_FACTOR`` times the typical one is a pause; two such in a row are the machine
+slowing down, and join the typical intervals.
+
+Only the clock readings it is given decide, so workers that read the same clock (fairseq's
+trainer aggregates it over data-parallel workers) plan the same updates. Nothing here
+knows fairseq: ``optim/time_budget.py`` is its scheduler, ``compat/training_budget.py`` its
+clock and its stop.
+"""
+
+import math
+import statistics
+from collections import deque
+from typing import Dict, Optional
+
+from ..errors import FConvError
+
+WINDOW = 9  # recent training intervals whose median is the typical update
+PAUSE_FACTOR = 3.0
+
+
+def parse_minutes(text, option: str = "--budget-minutes") -> float:
+    """A budget's minutes from what the user wrote: a finite number above 0, else the one-line refusal."""
+    try:
+        minutes = float(text)
+    except (TypeError, ValueError):
+        minutes = math.nan
+    if not math.isfinite(minutes) or minutes <= 0:
+        raise FConvError(f"{option} must be a number of minutes above 0 (e.g. 30 or 2.5), got {str(text)!r}")
+    return minutes
+
+
+def check_fractions(warmup: float, decay: float) -> None:
+    """Warm-up and decay are fractions of the run that fit in it together; else the one-line refusal."""
+    if not (0 <= warmup < 1) or not (0 < decay <= 1) or warmup + decay > 1 + 1e-9:
+        raise FConvError(
+            f"--warmup-fraction {warmup} and --decay-fraction {decay} must be fractions of the budget with "
+            "0 <= warm-up < 1, 0 < decay <= 1 and warm-up + decay <= 1 (e.g. 0.1 and 0.9)")
+
+
+def minutes_text(seconds: float) -> str:
+    return f"{seconds / 60:.2f} min ({seconds:.1f} s)"
+
+
+class BudgetPlan:
+    """The plan for ``seconds`` of training: record each update's clock, ask progress and stop."""
+
+    def __init__(self, seconds: float, warmup: float = 0.1, decay: Optional[float] = None,
+                 max_updates: Optional[int] = None):
+        decay = 1 - warmup if decay is None else decay
+        check_fractions(warmup, decay)
+        self.seconds, self.warmup, self.decay = float(seconds), warmup, decay
+        self.max_updates = max_updates or None
+        self.updates = 0  # updates done
+        self.clock: Optional[float] = None  # the latest reading of the training clock
+        self.update_clock: Optional[float] = None  # the reading at the latest new update
+        self.first_update_clock: Optional[float] = None
+        self.intervals = deque(maxlen=WINDOW)  # recent training intervals, seconds
+        self.timed_updates = 0  # updates whose interval was measured
+        self.pause_seconds = 0.0  # beyond the typical interval, summed
+        self.pauses = 0
+        self.suspect: Optional[float] = None  # the last interval, when it looked like a pause
+        self.starting = True  # the next interval includes a start (data, a resumed checkpoint)
+        self.progress_at_start = 0.0  # the schedule's place until the first interval after a start
+        self.finished = False
+
+    # --- the clock ---
+
+    def record(self, updates: int, clock: float) -> None:
+        """The training clock (seconds, counting from the budget's start) after ``updates`` updates."""
+        self.clock = clock
+        if updates == self.updates + 1 and self.update_clock is not None:
+            if self.starting:
+                self.starting = False  # a start's interval (data loading, a resume) says nothing of the pace
+            else:
+                self._measure(clock - self.update_clock)
+        if updates != self.updates or self.update_clock is None:
+            self.updates, self.update_clock = updates, clock
+            if updates >= 1 and self.first_update_clock is None:
+                self.first_update_clock = clock
+
+    def _measure(self, interval: float) -> None:
+        self.timed_updates += 1
+        typical = self.typical_interval()
+        if typical is None or interval <= PAUSE_FACTOR * typical:
+            self.intervals.append(interval)
+            self.suspect = None
+        elif self.suspect is not None:  # two long ones in a row: the machine is slower now
+            self.pause_seconds -= self.suspect - typical
+            self.pauses -= 1
+            self.intervals.extend((self.suspect, interval))
+            self.suspect = None
+        else:
+            self.pause_seconds += interval - typical
+            self.pauses += 1
+            self.intervals.append(typical)
+            self.suspect = interval
+
+    def typical_interval(self) -> Optional[float]:
+        return statistics.median(self.intervals) if self.intervals else None
+
+    def seconds_per_update(self) -> Optional[float]:
+        """The typical update plus the pauses so far spread over the updates measured."""
+        typical = self.typical_interval()
+        if typical is None:
+            return None
+        return typical + self.pause_seconds / max(self.timed_updates, 1)
+
+    def expected_pause(self) -> float:
+        """A validation's pause as measured so far (0 before the first)."""
+        return self.pause_seconds / self.pauses if self.pauses else 0.0
+
+    # --- the plan ---
+
+    def remaining_updates(self, pause_now: bool = False) -> Optional[int]:
+        """Updates that still fit (None before the pace is known); ``pause_now``: a validation comes first."""
+        if self.finished:
+            return 0
+        per_update = self.seconds_per_update()
+        if per_update is None or self.clock is None:
+            return None
+        left = self.seconds - self.clock - (self.expected_pause() if pause_now else 0.0)
+        remaining = max(math.floor(left / per_update), 0) if left > 0 else 0
+        if remaining == 0 and left >= self.typical_interval():
+            remaining = 1  # the pauses spread over the run are not all still to come: one more fits
+        if self.max_updates is not None:
+            remaining = min(remaining, max(self.max_updates - self.updates, 0))
+        return remaining
+
+    def planned_updates(self) -> Optional[int]:
+        remaining = self.remaining_updates()
+        return None if remaining is None else self.updates + remaining
+
+    def progress(self) -> float:
+        """The run's fraction done, 0 to 1, as the plan now stands."""
+        if self.finished:
+            return 1.0
+        planned = None if self.starting else self.planned_updates()
+        if planned is None:
+            return self.progress_at_start
+        return 1.0 if planned == 0 else min(self.updates / planned, 1.0)
+
+    def lr_factor(self, progress: Optional[float] = None) -> float:
+        """Where the learning rate stands between its end value (0) and its peak (1); warm-up rises from 0."""
+        progress = self.progress() if progress is None else progress
+        if progress < self.warmup:
+            return progress / self.warmup
+        if progress < 1 - self.decay:
+            return 1.0
+        return max(0.0, (1 - progress) / self.decay)
+
+    def in_warmup(self, progress: float) -> bool:
+        return progress < self.warmup
+
+    def out_of_time(self, pause_now: bool = False) -> bool:
+        """No further update fits (the pace known), or the budget is spent (it is not)."""
+        remaining = self.remaining_updates(pause_now)
+        if remaining is None:
+            return self.clock is not None and self.clock >= self.seconds
+        return remaining == 0
+
+    def check_first_update(self) -> None:
+        """Refuse a budget that the first update alone overran, before anything is saved."""
+        if self.first_update_clock is not None and self.first_update_clock > self.seconds and self.updates == 1:
+            raise FConvError(
+                f"--budget-minutes {self.seconds / 60:g} ({self.seconds:.1f} s) is less than one update takes here: "
+                f"the first ended at {self.first_update_clock:.1f} s of training; give more minutes (no checkpoint was written)")
+
+    def finish(self) -> None:
+        self.finished = True
+
+    def summary(self) -> str:
+        spent = self.update_clock if self.update_clock is not None else 0.0
+        return f"{self.updates} updates in {minutes_text(spent)} of training (budget {minutes_text(self.seconds)})"
+
+    # --- checkpoints ---
+
+    def state_dict(self) -> Dict:
+        return {
+            "budget_seconds": self.seconds, "updates": self.updates, "trained_seconds": self.update_clock,
+            "intervals": list(self.intervals), "timed_updates": self.timed_updates,
+            "pause_seconds": self.pause_seconds, "pauses": self.pauses, "progress": self.progress(),
+            "first_update_seconds": self.first_update_clock, "finished": self.finished,
+        }
+
+    def load_state_dict(self, state: Dict) -> None:
+        """Continue a saved plan: its pace and pauses; the next interval is a start again."""
+        self.updates = int(state["updates"])
+        self.update_clock = state["trained_seconds"]
+        self.intervals.clear()
+        self.intervals.extend(state["intervals"])
+        self.timed_updates = int(state["timed_updates"])
+        self.pause_seconds, self.pauses = float(state["pause_seconds"]), int(state["pauses"])
+        self.first_update_clock = state["first_update_seconds"]
+        self.progress_at_start = float(state["progress"])
+        self.starting, self.suspect, self.finished = True, None, False
+
+    def spent_at_checkpoint(self) -> bool:
+        """The saved plan's last update left no room for another under this budget (a finished run
+        started again): read from the checkpoint's numbers, the same on every worker."""
+        if not self.starting or self.update_clock is None or self.updates == 0:
+            return False
+        per_update = self.seconds_per_update()
+        return self.update_clock + (per_update or 0.0) > self.seconds or (
+            self.max_updates is not None and self.updates >= self.max_updates)

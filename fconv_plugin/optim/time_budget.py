@@ -1,0 +1,92 @@
+"""``--lr-scheduler time_budget``: fairseq's scheduler for a training budget in minutes.
+
+    fairseq-train ... --user-dir fconv_plugin --lr-scheduler time_budget --budget-minutes 30 \\
+        --warmup-fraction 0.1 --decay-fraction 0.9 --end-learning-rate 0
+
+The plan (``budget_plan.BudgetPlan``) sets the learning rate after every update from the
+trainer's clock (fairseq's cumulative training time, which checkpoints keep and data-parallel
+workers share), and training stops when no further update fits; the final validation and
+save come after and are reported apart (``compat/training_budget.py`` gives the clock and
+makes the stop). ``--max-update`` still applies: whichever ends first. The plan's numbers
+(updates reached, seconds spent, the pace) are the scheduler's state in every checkpoint.
+"""
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from fairseq import metrics
+from fairseq.dataclass import FairseqDataclass
+from fairseq.optim.lr_scheduler import LR_SCHEDULER_REGISTRY, FairseqLRScheduler, register_lr_scheduler
+from omegaconf import II
+
+from ..errors import FConvError
+from .budget_plan import BudgetPlan, parse_minutes
+
+NAME = "time_budget"
+
+
+@dataclass
+class TimeBudgetConfig(FairseqDataclass):
+    budget_minutes: Optional[str] = field(
+        default=None, metadata={"help": "minutes of training (the clock fairseq keeps in checkpoints); the final "
+                                        "validation and save come after"})
+    warmup_fraction: float = field(
+        default=0.1, metadata={"help": "the learning rate rises linearly from 0 over this fraction of the budget"})
+    decay_fraction: Optional[float] = field(
+        default=None, metadata={"help": "then falls linearly to --end-learning-rate over this last fraction of "
+                                        "the budget (default: all after the warm-up)"})
+    end_learning_rate: float = field(default=0.0, metadata={"help": "the learning rate the last update's step sets"})
+    max_update: int = II("optimization.max_update")
+    lr: List[float] = II("optimization.lr")
+
+
+class TimeBudgetSchedule(FairseqLRScheduler):
+    """Warm-up, hold and linear decay stretched over the updates a wall-clock budget buys."""
+
+    def __init__(self, cfg: TimeBudgetConfig, optimizer):
+        super().__init__(cfg, optimizer)
+        if cfg.budget_minutes is None:
+            raise FConvError("--lr-scheduler time_budget needs --budget-minutes (e.g. --budget-minutes 30)")
+        if len(cfg.lr) > 1:
+            raise FConvError("--lr-scheduler time_budget takes one --lr, its peak")
+        self.peak, self.end = cfg.lr[0], cfg.end_learning_rate
+        self.plan = BudgetPlan(parse_minutes(cfg.budget_minutes) * 60, cfg.warmup_fraction, cfg.decay_fraction,
+                               cfg.max_update)
+        self._clock: Optional[float] = None
+        self.optimizer.set_lr(0.0)
+
+    def read_clock(self, seconds: float) -> None:
+        """The trainer's training clock, given before each ``step_update`` (compat/training_budget.py)."""
+        self._clock = seconds
+
+    def step_update(self, num_updates):
+        if self._clock is None:
+            if num_updates == 0:  # the trainer's own step as it builds the scheduler: not started
+                return self.optimizer.get_lr()
+            raise FConvError("--lr-scheduler time_budget runs in fairseq-train with --user-dir fconv_plugin "
+                             "(its host fixes give it the trainer's clock)")
+        self.plan.record(num_updates, self._clock)
+        progress = self.plan.progress()
+        factor = self.plan.lr_factor(progress)
+        lr = self.peak * factor if self.plan.in_warmup(progress) else self.end + (self.peak - self.end) * factor
+        self.optimizer.set_lr(lr)
+        spent = self.plan.clock or 0.0
+        metrics.log_scalar("spent_min", spent / 60, weight=0, priority=310, round=2)
+        metrics.log_scalar("left_min", max(self.plan.seconds - spent, 0.0) / 60, weight=0, priority=320, round=2)
+        return self.optimizer.get_lr()
+
+    def step(self, epoch, val_loss=None):
+        super().step(epoch, val_loss)
+        return self.optimizer.get_lr()
+
+    def state_dict(self):
+        return {**super().state_dict(), "budget": self.plan.state_dict()}
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        if "budget" in state_dict:  # else a checkpoint of another schedule: the plan starts at its update
+            self.plan.load_state_dict(state_dict["budget"])
+
+
+if NAME not in LR_SCHEDULER_REGISTRY:  # the package imported again in one process
+    register_lr_scheduler(NAME, dataclass=TimeBudgetConfig)(TimeBudgetSchedule)
