@@ -10,6 +10,7 @@ import os
 import re
 from typing import List, Optional
 
+from . import moses_round_trip
 from .manifest import BPEOptions, MosesOptions
 
 SPACES = re.compile(r"\s+")  # fairseq's tokenize_line
@@ -61,8 +62,7 @@ class TextPipeline:
 
     def encode(self, line: str) -> str:
         if self.moses_tokenizer is not None:
-            line = self.moses_tokenizer.tokenize(line, aggressive_dash_splits=self.aggressive_dash_splits,
-                                                 return_str=True, escape=self.escape)
+            line = moses_round_trip.tokenize(self.moses_tokenizer, line, self.aggressive_dash_splits, self.escape)
         if self.bpe is not None:
             line = self.bpe.process_line(line)
         return line
@@ -71,5 +71,5 @@ class TextPipeline:
         if self.bpe is not None:
             line = (line + " ").replace(self.bpe_symbol, "").rstrip()
         if self.moses_detokenizer is not None:
-            line = self.moses_detokenizer.detokenize(line.split())
+            line = moses_round_trip.detokenize(self.moses_detokenizer, line)
         return line

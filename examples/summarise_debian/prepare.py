@@ -29,6 +29,8 @@ from typing import Iterable, List, Tuple
 logging.getLogger("fairseq").setLevel(logging.WARNING)  # importing fairseq logs INFO lines a tokenizer has no use for
 from fairseq.data.encoders.moses_tokenizer import MosesTokenizer, MosesTokenizerConfig  # noqa: E402
 
+from fconv_plugin.inference.text_codec import moses_encode  # noqa: E402  (C++ and C# kept whole, as fconv-translate does)
+
 
 def bucket(source_package: str) -> float:
     """A number in [0, 1) fixed by the source package's name."""
@@ -40,7 +42,7 @@ _moses = MosesTokenizer(MosesTokenizerConfig(source_lang="en", target_lang="en")
 
 
 def tokenise(text: str) -> str:
-    return _moses.encode(text)
+    return moses_encode(_moses, text)
 
 
 def read_pairs(lines: Iterable[str]) -> Tuple[List[Tuple[str, str, str]], Counter]:

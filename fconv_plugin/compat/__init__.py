@@ -14,7 +14,8 @@ Each module fixes one thing fairseq breaks on this platform:
 - complete_batches: evaluation and training batch every sentence (fairseq #5036);
 - diverse_beam: ``--diverse-beam-groups`` on subsets larger than one batch;
 - cpu_bf16: ``--bf16`` on a CPU trains in mixed precision instead of asking for a TPU;
-- training_budget: ``--lr-scheduler time_budget`` gets the trainer's clock and stops training.
+- training_budget: ``--lr-scheduler time_budget`` gets the trainer's clock and stops training;
+- moses_round_trip: ``--tokenizer moses`` gives back C++, C# and quotation marks as written.
 
 Commands run one after another in one process (``fairseq_cli.generate.main(...)`` after
 ``train.main(...)``, as fairseq's own tests do) each get the fixes they need: fairseq
@@ -44,6 +45,7 @@ from . import (
     distributed_cpu,
     finished_training,
     interactive_input,
+    moses_round_trip,
     ngram_blocking,
     replace_unk,
     safe_loading,
@@ -67,6 +69,7 @@ FIXES = {
     "diverse_beam": diverse_beam,
     "cpu_bf16": cpu_bf16,
     "training_budget": training_budget,
+    "moses_round_trip": moses_round_trip,
 }
 
 

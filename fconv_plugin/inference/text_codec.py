@@ -9,6 +9,9 @@ replaced by the source word its attention points at (``unk_replaced_text``, over
 ``modules/unk_replacement.py``'s paper rule). fairseq-interactive's ``--replace-unk`` fix
 (``compat/replace_unk.py``) and ``fconv-unk-dict`` (``cli/unk_dict.py``) call these.
 A line without a word to translate passes through (``nothing_to_translate``).
+fairseq's ``--tokenizer moses`` gives back programming names and quotation marks as written
+(``moses_encode``, ``moses_decode``: ``fconv_onnx/moses_round_trip.py``'s rule, which
+fairseq's own commands get through ``compat/moses_round_trip.py``).
 """
 
 import os
@@ -18,12 +21,26 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from fairseq.data import Dictionary
+from fairseq.data.encoders.moses_tokenizer import MosesTokenizer
 from fairseq.tasks import FairseqTask
 from fairseq.tokenizer import tokenize_line
+
+from fconv_onnx import moses_round_trip
 
 from ..errors import FConvError
 from ..modules.unk_replacement import attended_source_positions, replace_unknown_words
 from .results import Hypothesis, Translation
+
+
+def moses_encode(tokenizer: MosesTokenizer, line: str) -> str:
+    """fairseq's ``--tokenizer moses`` encoding ``line``, C++ and C# kept whole."""
+    return moses_round_trip.tokenize(tokenizer.tok, line, aggressive_dash_splits=not tokenizer.cfg.moses_no_dash_splits,
+                                     escape=not tokenizer.cfg.moses_no_escape)
+
+
+def moses_decode(tokenizer: MosesTokenizer, text: str) -> str:
+    """fairseq's ``--tokenizer moses`` decoding ``text``, quotation marks attached to what they enclose."""
+    return moses_round_trip.detokenize(tokenizer.detok, text)
 
 
 class TextCodec:
@@ -39,7 +56,9 @@ class TextCodec:
 
     def encode(self, line: str) -> str:
         """Tokenizer, then BPE: what the model's dictionary reads (fairseq-interactive's encode_fn)."""
-        if self.tokenizer is not None:
+        if isinstance(self.tokenizer, MosesTokenizer):
+            line = moses_encode(self.tokenizer, line)
+        elif self.tokenizer is not None:
             line = self.tokenizer.encode(line)
         if self.bpe is not None:
             line = self.bpe.encode(line)
@@ -49,7 +68,9 @@ class TextCodec:
         """BPE, then the tokenizer, undone (fairseq-interactive's decode_fn)."""
         if self.bpe is not None:
             text = self.bpe.decode(text)
-        if self.tokenizer is not None:
+        if isinstance(self.tokenizer, MosesTokenizer):
+            text = moses_decode(self.tokenizer, text)
+        elif self.tokenizer is not None:
             text = self.tokenizer.decode(text)
         return text
 
