@@ -1,6 +1,8 @@
 """Draw validation loss and BLEU against training time from a fairseq-train log.
 
     python plot_training.py train.log training.png
+    python plot_training.py --compare A/train.log LABEL_A B/train.log LABEL_B out.png TITLE
+                                   # validation BLEU of several runs against the same minutes
 
 Reads what fairseq-train prints with ``--log-format simple`` (saved with tee): each
 ``valid`` line gives the loss and, with ``--eval-bleu``, the BLEU of the validation
@@ -62,7 +64,41 @@ def plot(points, out_path, title):
     fig.savefig(out_path)
 
 
+COLOURS = ["tab:blue", "tab:red", "tab:green", "tab:purple"]
+
+
+def compare(runs, out_path, title):
+    """Validation BLEU against minutes, one curve per (label, points); each point's updates written beside it."""
+    fig, axis = plt.subplots(figsize=(7, 4), dpi=110)
+    for (label, points), colour in zip(runs, COLOURS):
+        scored = [p for p in points if p[3] is not None]
+        axis.plot([p[0] for p in scored], [p[3] for p in scored], "o-", color=colour,
+                  label=f"{label}: {scored[-1][1]} updates, BLEU {scored[-1][3]:.1f} at the end")
+        for minute, updates, _, bleu in scored[-1:]:
+            axis.annotate(f"{updates} updates", (minute, bleu), textcoords="offset points", xytext=(-8, 6), ha="right",
+                          fontsize=7, color=colour)
+    axis.set_xlabel("wall-clock minutes since fairseq-train started")
+    axis.set_ylabel("validation sacreBLEU (greedy)")
+    axis.set_ylim(bottom=0)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8, loc="lower right")
+    axis.set_title(title, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_path)
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--compare":
+        *pairs, out_path, title = sys.argv[2:]
+        if len(pairs) < 2 or len(pairs) % 2:
+            sys.exit("usage: python plot_training.py --compare LOG LABEL [LOG LABEL ...] OUT.png TITLE")
+        runs = [(label, read_validations(log)) for log, label in zip(pairs[::2], pairs[1::2])]
+        for label, points in runs:
+            if not any(p[3] is not None for p in points):
+                sys.exit(f"plot_training: no validation BLEU in the {label} run's log")
+        compare(runs, out_path, title)
+        print(f"wrote {out_path}")
+        return
     if len(sys.argv) not in (3, 4):
         sys.exit("usage: python plot_training.py TRAIN_LOG OUT.png [TITLE]")
     points = read_validations(sys.argv[1])

@@ -2,8 +2,8 @@
 # Quickstart: Spanish -> English ConvS2S on a real parallel corpus, end to end on a CPU.
 #
 #   raw verses -> Moses tokenisation (fairseq's own --tokenizer moses) -> subword-nmt BPE
-#   -> fairseq-preprocess -> fairseq-train --user-dir fconv_plugin (a fixed number of
-#   updates) -> training curve PNG -> fairseq-generate --beam 5 -> detokenise
+#   -> fairseq-preprocess -> fairseq-train --user-dir fconv_plugin (a number of updates, or of
+#   minutes) -> training curve PNG -> fairseq-generate --beam 5 -> detokenise
 #   -> sacreBLEU and chrF next to a copy-the-source baseline -> fairseq-interactive
 #
 # Data: the Reina-Valera 1909 and King James Bibles (both public domain), aligned by
@@ -11,12 +11,17 @@
 #
 # Knobs (environment variables):
 #   UPDATES=N    training updates (default 600; see docs/quickstart.md for BLEU at other settings)
+#   MINUTES=N    train for N minutes instead (a speed probe's seconds included), the learning rate
+#                annealed to 0 as they run out (fairseq-train --lr-scheduler time_budget); the
+#                last line names the updates reached and the UPDATES= that reruns them anywhere;
+#                UPDATES wins when both are given
 #   RECIPE=adam|nag  adam (default): Adam, learning rate warmed up, then decayed linearly
 #                to 0 at the last update, label smoothing 0.1. nag: the paper's recipe
 #                (NAG, momentum 0.99, lr 0.25 shrunk on plateau); slower to start, see docs/quickstart.md
 #   WORK_DIR=D   where everything is written (default: runs/<date-time> beside this
 #                script); a WORK_DIR that exists and is not empty is refused, never wiped
 #   SEED=N       training seed (default 1)
+#   VALIDATIONS=N  validation BLEU N times along the training (default 4; the curve's points)
 #   EVALUATE=0   validate once, at the last update, and stop after training and its curve
 #                (the benchmarks' --quick runs; default 1)
 #   VALID=N TEST=N  held-out verse pairs (defaults 300 and 500; the benchmarks' --quick
@@ -31,7 +36,6 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 venv=${VENV:-$repo/.venv}
 export PATH="$venv/bin:$PATH"
-updates=${UPDATES:-600}
 recipe=${RECIPE:-adam}
 seed=${SEED:-1}
 evaluate=${EVALUATE:-1}
@@ -48,20 +52,25 @@ source "$repo/examples/lib/jobs.sh"
 source "$repo/examples/lib/fairseq_logs.sh"
 # shellcheck source=../lib/precision.sh
 source "$repo/examples/lib/precision.sh"
+# shellcheck source=../lib/budget.sh
+source "$repo/examples/lib/budget.sh"
 
-case "$updates" in ''|*[!0-9]*) fail "UPDATES must be a whole number of training updates, got '$updates'";; esac
+choose_length 600
 case "$seed" in ''|*[!0-9]*) fail "SEED must be a whole number, got '$seed'";; esac
 case "$evaluate" in 0|1) ;; *) fail "EVALUATE must be 0 or 1, got '$evaluate'";; esac
+validations=${VALIDATIONS:-4}
+case "$validations" in ''|*[!0-9]*|0) fail "VALIDATIONS must be a whole number above 0, got '$validations'";; esac
 case "$valid" in ''|*[!0-9]*|0) fail "VALID must be a whole number of verse pairs above 0, got '$valid'";; esac
 case "$test" in ''|*[!0-9]*|0) fail "TEST must be a whole number of verse pairs above 0, got '$test'";; esac
 case "$train" in '') ;; *[!0-9]*|0) fail "TRAIN must be a whole number of verse pairs above 0, got '$train'";; esac
 case "$recipe" in
-    adam) optimiser=(--optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.1 --lr 0.003
-                     --lr-scheduler polynomial_decay --warmup-updates "$(( updates / 6 ))"
-                     --total-num-update "$updates" --end-learning-rate 0 --dropout 0.1
-                     --criterion label_smoothed_cross_entropy --label-smoothing 0.1) ;;
-    nag) optimiser=(--optimizer nag --momentum 0.99 --clip-norm 0.1 --lr 0.25
-                    --lr-scheduler reduce_lr_on_plateau --lr-shrink 0.1 --dropout 0.2) ;;
+    adam) optimiser=(--optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.1 --lr 0.003 --dropout 0.1
+                     --criterion label_smoothed_cross_entropy --label-smoothing 0.1)
+          recipe_text="adam: Adam, lr 0.003 warmed up over the first sixth, then decayed linearly to 0 at the end; dropout 0.1, label smoothing 0.1" ;;
+    nag) [ "$length" = updates ] || fail "MINUTES needs RECIPE=adam (RECIPE=nag shrinks its learning rate on plateaus, not by the clock)"
+         optimiser=(--optimizer nag --momentum 0.99 --clip-norm 0.1 --lr 0.25
+                    --lr-scheduler reduce_lr_on_plateau --lr-shrink 0.1 --dropout 0.2 --max-update "$updates")
+         recipe_text="nag: the paper's NAG, momentum 0.99, lr 0.25 shrunk on plateaus; dropout 0.2" ;;
     *) fail "RECIPE must be adam or nag, got '$recipe'" ;;
 esac
 choose_precision  # before anything is written: PRECISION=bf16 on a CPU without the units stops here
@@ -71,8 +80,12 @@ fi
 mkdir -p "$work" && cd "$work" && work=$(pwd)
 # runs/latest names the newest run kept beside this script (not one written elsewhere)
 case "$work" in "$here/runs/"*) ln -sfn "$work" "$here/runs/latest" 2>/dev/null || true ;; esac
-echo "writing to $work"
-echo "training precision: $precision ($precision_reason)"
+if [ "$length" = minutes ]; then
+    echo "budget: $minutes minutes of training on this CPU, a speed probe's included; precision: $precision ($precision_reason)"
+else
+    echo "budget: $updates updates$length_note; precision: $precision ($precision_reason)"
+fi
+echo "recipe: fconv_iwslt_de_en, $recipe_text; writing to $work"
 
 step "1/8 corpus: split the verse pairs into train / valid / test"
 python "$here/split_corpus.py" "$here/data" . --valid "$valid" --test "$test" --max-words 50 ${train:+--train "$train"}
@@ -102,12 +115,26 @@ fairseq-preprocess --source-lang es --target-lang en --trainpref train.bpe --val
     || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed (log: $work/preprocess.log)"; }
 preprocess_summary preprocess.log
 
-validate_every=$(( (updates + 3) / 4 ))
+model=(--arch fconv_iwslt_de_en --max-tokens 3000)
+if [ "$length" = minutes ]; then
+    probe_speed data-bin fconv_iwslt_de_en "$(printf '%q ' "${model[@]}" "${optimiser[@]}" "${train_precision[@]}")" > probe.tsv
+    training_minutes
+    updates=$(python -c "import sys; print(max(1, int(float(sys.argv[1]) * 60 / float(sys.argv[2]))))" \
+        "$train_minutes" "$(cut -f2 probe.tsv)")
+    echo "  the speed probe: $(cut -f2 probe.tsv) s per update here, in ${probe_seconds} s; $train_minutes minutes left buy ~$updates updates"
+fi
+[ "$recipe" = adam ] && length_options 6 || length_args=()
+validate_every=$(( (updates + validations - 1) / validations ))
 [ "$evaluate" = 0 ] && validate_every=$updates  # EVALUATE=0: one validation, at the end (it picks checkpoint_best.pt)
-step "5/8 fairseq-train --user-dir fconv_plugin --arch fconv_iwslt_de_en: $updates updates, recipe $recipe, $precision
+if [ "$length" = minutes ]; then
+    plan="$train_minutes minutes (~$updates updates), the learning rate annealed to 0 as they run out"
+else
+    plan="$updates updates"
+fi
+step "5/8 fairseq-train --user-dir fconv_plugin --arch fconv_iwslt_de_en: $plan, recipe $recipe, $precision
     (progress every 100 updates, validation BLEU every $validate_every)"
-fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_iwslt_de_en "${optimiser[@]}" "${train_precision[@]}" \
-    --max-tokens 3000 --max-update "$updates" --seed "$seed" --required-batch-size-multiple 1 \
+fairseq-train data-bin --user-dir "$repo/fconv_plugin" "${model[@]}" "${optimiser[@]}" "${length_args[@]}" "${train_precision[@]}" \
+    --seed "$seed" --required-batch-size-multiple 1 \
     --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" --keep-interval-updates 1 \
     --no-epoch-checkpoints --save-dir checkpoints \
     --eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}' \
@@ -115,10 +142,16 @@ fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch fconv_iwslt_de_en 
     --best-checkpoint-metric bleu --maximize-best-checkpoint-metric \
     --validate-interval 1000 --log-format simple --log-interval 100 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
-python "$here/plot_training.py" train.log training.png "fconv_iwslt_de_en, Bible es-en, $updates updates, $recipe, $precision"
+reached=$(updates_reached train.log)
+trained="$reached updates"
+if [ "$length" = minutes ]; then
+    trained="$reached updates in $train_minutes minutes (UPDATES=$reached reruns them anywhere)"
+    echo "  $(grep -o "the budget is spent.*of training (budget" train.log | sed 's/^the //; s/ (budget$//')"
+fi
+python "$here/plot_training.py" train.log training.png "fconv_iwslt_de_en, Bible es-en, $trained, $recipe, $precision"
 
 if [ "$evaluate" = 0 ]; then
-    echo "trained (EVALUATE=0: not evaluated): $work/checkpoints/checkpoint_best.pt"
+    echo "trained in $precision for $trained (EVALUATE=0: not evaluated): $work/checkpoints/checkpoint_best.pt"
     exit 0
 fi
 test_verses=$(wc -l < test.raw.es)
@@ -164,6 +197,6 @@ step "8/8 outputs"
 echo "  curve: $work/training.png   model: $work/checkpoints/checkpoint_best.pt"
 echo "  translations: $work/test.hyp.en   logs: $work/{train,generate,interactive}.log"
 echo
-echo "quickstart finished in $(( $(date +%s) - start )) s, trained in $precision: BLEU $model_bleu vs copy baseline $copy_bleu"
+echo "quickstart finished in $(( $(date +%s) - start )) s, trained in $precision for $trained: BLEU $model_bleu vs copy baseline $copy_bleu"
 python -c "import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) + 3 else 'the model did not beat the baseline')" \
     "$model_bleu" "$copy_bleu"

@@ -21,36 +21,14 @@ in data/.
 
 import lzma
 import re
-import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "lib"))
+from debian_lists import read_stanzas, source_packages  # noqa: E402
+
 SKIP_SYNOPSIS = re.compile(r"\b(transitional|dummy|metapackage|meta-package)\b", re.I)
 MIN_WORDS = 8
-
-
-def read_stanzas(path: Path):
-    """The stanzas of an apt list file (lz4 or plain), as lists of lines."""
-    if path.suffix == ".lz4":
-        text = subprocess.run(["/usr/lib/apt/apt-helper", "cat-file", str(path)], check=True,
-                              capture_output=True, text=True).stdout
-    else:
-        text = path.read_text(encoding="utf-8")
-    for stanza in text.split("\n\n"):
-        lines = stanza.splitlines()
-        if lines:
-            yield lines
-
-
-def source_packages(packages_file: Path):
-    """binary package name -> source package name."""
-    sources = {}
-    for lines in read_stanzas(packages_file):
-        fields = dict(line.split(": ", 1) for line in lines if ": " in line and not line.startswith(" "))
-        name = fields.get("Package")
-        if name:
-            sources[name] = fields.get("Source", name).split(" ")[0]
-    return sources
 
 
 def descriptions(translation_file: Path):

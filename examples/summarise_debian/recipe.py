@@ -31,13 +31,16 @@ by side on two other corpora (docs/summarisation.md):
 import argparse
 import json
 import math
-from collections import Counter
+import sys
 from pathlib import Path
 from typing import Dict, Iterable, List, Sequence
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+import recipe_rules  # noqa: E402
+from recipe_rules import given  # noqa: E402
+
 SOURCE_CUT_PER_SUMMARY_WORD = 6
 MIN_SOURCE_WORDS, MAX_SOURCE_WORDS = 20, 400
-MERGE_MIN_COUNT = 10
 MIN_MERGES, MAX_MERGES = 1000, 20000
 MIN_MAX_LEN_B = 16
 TARGET_EPOCHS = 10
@@ -63,11 +66,7 @@ def source_cut(document_lengths: Sequence[int], summary_lengths: Sequence[int]) 
 
 def bpe_merges(lines: Iterable[str]) -> Dict:
     """One merge per word type seen at least 10 times, rounded to 500, 1,000 to 20,000."""
-    counts = Counter(word for line in lines for word in line.split())
-    frequent = sum(1 for count in counts.values() if count >= MERGE_MIN_COUNT)
-    value = max(MIN_MERGES, min(MAX_MERGES, 500 * round(frequent / 500)))
-    return {"value": value, "why": f"{frequent} word types occur at least {MERGE_MIN_COUNT} times in the training "
-                                   f"text ({len(counts)} types), rounded to 500, {MIN_MERGES}-{MAX_MERGES}"}
+    return recipe_rules.bpe_merges(lines, MIN_MERGES, MAX_MERGES)
 
 
 def max_len_b(summary_bpe_lengths: Sequence[int]) -> Dict:
@@ -96,19 +95,15 @@ def _lengths(path: Path) -> List[int]:
     return [len(line.split()) for line in _lines(path)]
 
 
-def _given(value: int) -> Dict:
-    return {"value": value, "why": "given (knob set)"}
-
-
 def choose_words(work: Path, source_words=None, merges=None) -> Dict:
     """Stage 1, on prepare.py's full-length training text: the source cut, then BPE merges on the cut text."""
     documents, summaries = _lines(work / "train.full.desc"), _lines(work / "train.syn")
-    cut = _given(source_words) if source_words else source_cut([len(d.split()) for d in documents],
+    cut = given(source_words) if source_words else source_cut([len(d.split()) for d in documents],
                                                                [len(s.split()) for s in summaries])
     kept = [" ".join(d.split()[:cut["value"]]) for d in documents]
     return {"training pairs": {"value": len(documents), "why": "after the split by group"},
             "source words": cut,
-            "BPE merges": _given(merges) if merges else bpe_merges(kept + summaries)}
+            "BPE merges": given(merges) if merges else bpe_merges(kept + summaries)}
 
 
 def write_cut_documents(work: Path, source_words: int) -> None:
@@ -123,8 +118,8 @@ def choose_bpe(work: Path, max_tokens: int, max_len=None, updates_given=None) ->
     summary_lengths = _lengths(work / "train.bpe.syn")
     # fairseq's --max-tokens counts each pair as its longer side, with </s>
     tokens = sum(max(s, d) + 1 for s, d in zip(summary_lengths, _lengths(work / "train.bpe.desc")))
-    return {"max-len-b": _given(max_len) if max_len else max_len_b(summary_lengths),
-            "updates": _given(updates_given) if updates_given else updates(tokens, max_tokens)}
+    return {"max-len-b": given(max_len) if max_len else max_len_b(summary_lengths),
+            "updates": given(updates_given) if updates_given else updates(tokens, max_tokens)}
 
 
 SHELL_NAMES = {"source words": "source_words", "BPE merges": "merges", "max-len-b": "max_summary_tokens",

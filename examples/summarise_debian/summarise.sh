@@ -16,6 +16,12 @@
 # Knobs (environment variables); docs/summarisation.md has the measurements behind the defaults.
 # UPDATES, MERGES, SOURCE_WORDS and MAX_LEN_B are chosen from the corpus unless set:
 #   UPDATES=N    training updates (default: ~10 epochs, 600 to 2300: 15 minutes on 2 cores)
+#   MINUTES=N    train for N minutes instead (a speed probe's seconds included), the learning rate
+#                annealed to 0 as they run out (fairseq-train --lr-scheduler time_budget); the last
+#                line names the updates reached and the UPDATES= that reruns them; UPDATES wins
+#   PRECISION=auto|fp32|bf16  training's arithmetic: auto (default) trains in bf16 (fairseq's
+#                --bf16: bfloat16 products, float32 weights) on a CPU with bfloat16 units
+#                (AMX-BF16 or AVX-512 BF16), else in fp32; summarising is float32 either way
 #   ARCH=NAME    fconv_gigaword_copy (default: copies source words) or fconv_gigaword
 #   MODEL="..."  layer and embedding options (default: 4 + 4 layers of 128, which beat the
 #                paper's 6 + 6 of 256 here; MODEL= for the architecture's own sizes)
@@ -59,8 +65,12 @@ fail() { echo "summarise: error: $*" >&2; exit 1; }
 source "$repo/examples/lib/jobs.sh"
 # shellcheck source=../lib/fairseq_logs.sh
 source "$repo/examples/lib/fairseq_logs.sh"
+# shellcheck source=../lib/precision.sh
+source "$repo/examples/lib/precision.sh"
+# shellcheck source=../lib/budget.sh
+source "$repo/examples/lib/budget.sh"
 
-for knob in UPDATES SEED VALID TEST MERGES SOURCE_WORDS MAX_LEN_B MAX_TOKENS; do
+for knob in SEED VALID TEST MERGES SOURCE_WORDS MAX_LEN_B MAX_TOKENS; do
     value=${!knob:-1}
     case "$value" in ''|*[!0-9]*) fail "$knob must be a whole number, got '$value'";; esac
 done
@@ -71,11 +81,18 @@ done
 case "$arch" in fconv_gigaword|fconv_gigaword_copy) ;; *) fail "ARCH must be fconv_gigaword_copy or fconv_gigaword, got '$arch'";; esac
 checkpoint_rule=${CHECKPOINT:-rouge-l}
 case "$checkpoint_rule" in rouge-l|loss|last) ;; *) fail "CHECKPOINT must be rouge-l, loss or last, got '$checkpoint_rule'";; esac
+choose_length ""  # UPDATES, MINUTES, or (neither) the recipe's updates
+choose_precision  # before anything is written: PRECISION=bf16 on a CPU without the units stops here
 if [ -e "$work" ] && [ -n "$(ls -A "$work" 2>/dev/null)" ]; then
     fail "WORK_DIR $work exists and is not empty; choose a new directory (nothing was deleted)"
 fi
 mkdir -p "$work" && cd "$work"
-echo "writing to $work"
+if [ "$length" = minutes ]; then
+    echo "budget: $minutes minutes of training on this CPU, a speed probe's included; precision: $precision ($precision_reason)"
+else
+    echo "budget: ${updates:-the recipe's} updates$length_note; precision: $precision ($precision_reason)"
+fi
+echo "recipe: $arch, chosen from the corpus (recipe.py, printed before training; knobs override); writing to $work"
 
 recipe() {  # recipe STAGE options...: recipe.py's choices (name=value lines) into the shell's variables
     local name value
@@ -105,25 +122,43 @@ fairseq-preprocess --source-lang desc --target-lang syn --trainpref train.bpe --
     > preprocess.log 2>&1 || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed"; }
 grep -E "\] (Dictionary|train\.bpe)" preprocess.log | sed "s/^.*preprocess://" | head -n 3
 recipe bpe . ${MAX_LEN_B:+--max-len-b "$MAX_LEN_B"} ${UPDATES:+--updates "$UPDATES"}
+read -r -a arch_args <<< "$model ${ARCH_ARGS:-}"
+objective=(--optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.1 --lr "$lr"
+           --criterion label_smoothed_cross_entropy --label-smoothing "$smoothing" --dropout "$dropout")
+if [ "$length" = minutes ]; then
+    probe_speed data-bin "$arch" "$(printf '%q ' --arch "$arch" "${arch_args[@]}" "${objective[@]}" --max-tokens "$max_tokens" \
+        "${train_precision[@]}")" > probe.tsv
+    training_minutes
+    updates=$(python -c "import sys; print(max(1, int(float(sys.argv[1]) * 60 / float(sys.argv[2]))))" \
+        "$train_minutes" "$(cut -f2 probe.tsv)")
+    python -c "import json, sys
+r = json.load(open('recipe.json'))
+r['updates'] = {'value': int(sys.argv[1]), 'why': f'what MINUTES={sys.argv[2]} buy: {sys.argv[3]} minutes of training after the speed probe, at {sys.argv[4]} s per update'}
+json.dump(r, open('recipe.json', 'w'), indent=1)" "$updates" "$minutes" "$train_minutes" "$(cut -f2 probe.tsv)"
+fi
+length_options 8
 echo
 echo "  the recipe, chosen from this corpus's training split (recipe.json; set a knob to override):"
 python -c "import json, sys
 for name, choice in json.load(open('recipe.json')).items():
     print(f\"    {name + ':':16s}{choice['value']:>7}   {choice['why']}\")"
 
-step "3/7 fairseq-train --arch $arch: $updates updates (progress every 100)"
-read -r -a arch_args <<< "$model ${ARCH_ARGS:-}"
+if [ "$length" = minutes ]; then
+    plan="$train_minutes minutes (~$updates updates), the learning rate annealed to 0 as they run out"
+else
+    plan="$updates updates"
+fi
+step "3/7 fairseq-train --arch $arch: $plan, $precision (progress every 100)"
 train_start=$(date +%s)
-fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_args[@]}" \
-    --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.1 --lr "$lr" \
-    --lr-scheduler polynomial_decay --warmup-updates "$(( updates / 8 ))" --total-num-update "$updates" \
-    --end-learning-rate 0 --criterion label_smoothed_cross_entropy --label-smoothing "$smoothing" \
-    --dropout "$dropout" --max-tokens "$max_tokens" --max-update "$updates" --seed "$seed" --required-batch-size-multiple 1 \
+fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_args[@]}" "${objective[@]}" \
+    "${length_args[@]}" "${train_precision[@]}" --max-tokens "$max_tokens" --seed "$seed" --required-batch-size-multiple 1 \
     --validate-interval-updates "$(( (updates + 3) / 4 ))" --save-interval-updates "$(( (updates + 3) / 4 ))" \
     --keep-interval-updates 4 --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000 \
     --log-format simple --log-interval 100 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
 train_seconds=$(( $(date +%s) - train_start ))
+updates=$(updates_reached train.log)
+[ "$length" = minutes ] && echo "  $(grep -o "the budget is spent.*of training (budget" train.log | sed 's/^the //; s/ (budget$//')"
 
 generate() {  # [checkpoint=C] generate SUBSET OUT extra-options...: detokenised summaries, one per line, in order
     local subset=$1 out=$2
@@ -251,4 +286,6 @@ echo "  training curve: $work/training.png"
 echo "  scores: $work/results.json"
 echo
 f1() { python -c "import json, sys; s = json.loads(sys.argv[1]); print('/'.join(f'{s[m]:.2f}' for m in ('rouge1_f1', 'rouge2_f1', 'rougeL_f1')))" "$1"; }
-echo "summarisation finished in $(( $(date +%s) - start )) s: ROUGE-1/2/L F1 $(f1 "$model") vs lead $(f1 "$lead")"
+trained="$updates updates"
+[ "$length" = minutes ] && trained="$updates updates in $train_minutes minutes (UPDATES=$updates reruns them anywhere)"
+echo "summarisation finished in $(( $(date +%s) - start )) s, trained in $precision for $trained: ROUGE-1/2/L F1 $(f1 "$model") vs lead $(f1 "$lead")"

@@ -2,6 +2,7 @@
 # Train ConvS2S on your own parallel text and score it: raw text in, model and BLEU out.
 #
 #   bash examples/translate_your_data/train.sh SRC TGT TRAIN VALID TEST
+#   MINUTES=30 bash examples/translate_your_data/train.sh SRC TGT TRAIN VALID TEST
 #
 # SRC, TGT: language codes (e.g. de en), used as file suffixes and for Moses' rules.
 # TRAIN, VALID, TEST: path prefixes of line-aligned raw text, one sentence a line:
@@ -11,14 +12,22 @@
 #   fairseq's Moses tokenizer (the one --tokenizer moses runs) -> subword-nmt joint BPE
 #   -> fairseq-preprocess -> fairseq-train --user-dir fconv_plugin -> fairseq-generate
 #   -> Moses detokenizer -> sacreBLEU (BLEU and chrF)
+# The recipe (recipe.py: model width and depth, BPE merges, batch, dropout, learning rate) is
+# chosen from the corpus and from the updates the training buys: with MINUTES, what a short
+# speed probe of each candidate model on this CPU says the minutes buy it. It is printed in
+# one block before training; every choice is a knob below.
 #
 # Knobs (environment variables):
-#   ARCH=name        model (default fconv_iwslt_de_en; docs/your-data.md: "Choosing an architecture")
+#   MINUTES=N        train for N minutes (the speed probe's seconds included) and make the best
+#                    of them on this CPU: the learning rate anneals to 0 as they run out
+#                    (fairseq-train --lr-scheduler time_budget); the last line names the updates
+#                    reached and the UPDATES= that reruns them anywhere
+#   UPDATES=N        train for N updates (default 2000 without MINUTES; wins over MINUTES)
+#   MODEL=w128|w256|w384  the recipe's model: fconv_iwslt_de_en (w256) or that 128 or 384 wide
+#   ARCH=name        any other architecture instead (docs/your-data.md: "Choosing an architecture")
 #   ARCH_ARGS="..."  extra model options, split at spaces, never globbed or evaluated
-#   UPDATES=N        training updates (default 2000); the learning rate decays to 0 at the last
-#   LR=X             peak learning rate of Adam (default 0.003; 0.001 for the 512-wide models)
-#   MAX_TOKENS=N     tokens per batch (default 3000)
-#   BPE_MERGES=N     subword-nmt merges (default 8000; ~30000 for millions of sentences)
+#   BPE_MERGES=N     subword-nmt merges        MAX_TOKENS=N  tokens per batch
+#   DROPOUT=X        dropout                   LR=X          peak learning rate of Adam
 #   SEED=N           training seed (default 1)
 #   PRECISION=auto|fp32|bf16  training's arithmetic: auto (default) trains in bf16 (fairseq's
 #                    --bf16: bfloat16 products, float32 weights) on a CPU with bfloat16 units
@@ -40,19 +49,22 @@ source "$repo/examples/lib/jobs.sh"
 source "$repo/examples/lib/fairseq_logs.sh"
 # shellcheck source=../lib/precision.sh
 source "$repo/examples/lib/precision.sh"
+# shellcheck source=../lib/budget.sh
+source "$repo/examples/lib/budget.sh"
 
 [ $# -eq 5 ] || fail "usage: train.sh SRC TGT TRAIN VALID TEST (prefixes of PREFIX.SRC / PREFIX.TGT raw text)"
 src=$1 tgt=$2
 [ "$src" != "$tgt" ] || fail "source and target language must differ, got '$src' twice"
-arch=${ARCH:-fconv_iwslt_de_en}
-updates=${UPDATES:-2000}
-lr=${LR:-0.003}
-max_tokens=${MAX_TOKENS:-3000}
-merges=${BPE_MERGES:-8000}
 seed=${SEED:-1}
-for knob in updates max_tokens merges seed; do
-    case "${!knob}" in ''|*[!0-9]*) fail "${knob^^} must be a whole number, got '${!knob}'";; esac
+for knob in MAX_TOKENS BPE_MERGES SEED; do
+    case "${!knob:-1}" in ''|*[!0-9]*) fail "$knob must be a whole number, got '${!knob}'";; esac
 done
+for knob in LR DROPOUT; do
+    [[ "${!knob:-0.1}" =~ ^[0-9]*\.?[0-9]+$ ]] || fail "$knob must be a decimal number like 0.1, got '${!knob}'"
+done
+case "${MODEL:-w256}" in w128|w256|w384) ;; *) fail "MODEL must be w128, w256 or w384, got '$MODEL'";; esac
+[ -z "${MODEL:-}" ] || [ -z "${ARCH:-}" ] || fail "MODEL and ARCH both name the model; set one"
+choose_length 2000
 declare -A prefix=([train]=$3 [valid]=$4 [test]=$5)
 for split in train valid test; do
     for lang in "$src" "$tgt"; do
@@ -72,10 +84,22 @@ for split in train valid test; do  # absolute paths before leaving for the work 
     prefix[$split]=$(cd "$(dirname "${prefix[$split]}")" && pwd)/$(basename "${prefix[$split]}")
 done
 cd "$work"
-echo "writing to $work"
-echo "training precision: $precision ($precision_reason)"
+if [ "$length" = minutes ]; then
+    echo "budget: $minutes minutes of training on this CPU, the speed probe's included; precision: $precision ($precision_reason)"
+else
+    echo "budget: $updates updates$length_note; precision: $precision ($precision_reason)"
+fi
+echo "recipe: chosen from the corpus and the $length (recipe.py, printed before training; knobs override); writing to $work"
 
-step "1/6 Moses tokenisation (fairseq's, as fairseq-interactive --tokenizer moses runs it)"
+recipe() {  # recipe STAGE options...: recipe.py's choices (name=value lines) into the shell's variables
+    local name value
+    python "$here/recipe.py" "$@" > recipe.out 2> recipe.log || fail "recipe.py failed: $(tail -n 1 recipe.log)"
+    while IFS='=' read -r name value; do
+        case "$name" in merges|model|model_options|max_tokens|dropout|lr|expected_updates) printf -v "$name" '%s' "$value";; esac
+    done < recipe.out
+}
+
+step "1/7 Moses tokenisation (fairseq's, as fairseq-interactive --tokenizer moses runs it)"
 for split in train valid test; do
     for lang in "$src" "$tgt"; do
         python "$moses" tokenize "$lang" < "${prefix[$split]}.$lang" > "$split.tok.$lang" 2> "tokenise.$split.$lang.log" &
@@ -85,7 +109,9 @@ for split in train valid test; do
     echo "  $split: $(wc -l < "$split.tok.$src") sentence pairs"
 done
 
-step "2/6 subword-nmt: joint BPE, $merges merges"
+recipe corpus . "$src" "$tgt" ${BPE_MERGES:+--merges "$BPE_MERGES"}
+
+step "2/7 subword-nmt: joint BPE, $merges merges"
 cat train.tok.$src train.tok.$tgt | subword-nmt learn-bpe -s "$merges" > codes 2> learn-bpe.log
 for split in train valid test; do
     for lang in "$src" "$tgt"; do
@@ -95,32 +121,82 @@ for split in train valid test; do
     wait_tracked
 done
 
-step "3/6 fairseq-preprocess"
+step "3/7 fairseq-preprocess"
 fairseq-preprocess --source-lang "$src" --target-lang "$tgt" --trainpref train.bpe --validpref valid.bpe \
     --testpref test.bpe --destdir data-bin --workers 2 > preprocess.log 2>&1 \
     || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed (log: $work/preprocess.log)"; }
 preprocess_summary preprocess.log
 
-validate_every=$(( (updates + 3) / 4 ))
+objective=(--optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.1
+           --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --max-source-positions 1024 --max-target-positions 1024)
+model_knob=${MODEL:-${ARCH:-}}  # ARCH: any architecture, given; MODEL: one of the recipe's
+knobs=(${model_knob:+--model "$model_knob"} ${MAX_TOKENS:+--max-tokens "$MAX_TOKENS"} ${DROPOUT:+--dropout "$DROPOUT"} ${LR:+--lr "$LR"})
+if [ "$length" = minutes ]; then
+    step "4/7 the speed probe: seconds per update of each candidate model on this data, $precision"
+    shared=$(printf '%q ' "${objective[@]}" --max-tokens "${MAX_TOKENS:-3000}" --lr 0.003 "${train_precision[@]}")
+    : > probe.tsv
+    probe_seconds_total=0
+    while true; do  # the two narrowest candidates, then a wider one while the minutes could pay for it
+        probe=()
+        while IFS=$'\t' read -r name options; do
+            probe+=("$name" "$options ${ARCH_ARGS:-} $shared")
+        done < <(python "$here/recipe.py" candidates --minutes "$minutes" --probe probe.tsv ${model_knob:+--model "$model_knob"})
+        [ ${#probe[@]} -gt 0 ] || break
+        probe_speed data-bin "${probe[@]}" >> probe.tsv
+        probe_seconds_total=$(python -c "import sys; print(float(sys.argv[1]) + float(sys.argv[2]))" "$probe_seconds_total" "$probe_seconds")
+    done
+    probe_seconds=$probe_seconds_total
+    awk -F'\t' '{ printf "  %-18s %.3f s per update, %.1f M parameters\n", $1, $2, $3 / 1e6 }' probe.tsv
+    training_minutes
+    echo "  the probe took ${probe_seconds} s: $train_minutes minutes are left for training"
+    recipe model . "$src" "$tgt" --minutes "$train_minutes" --probe probe.tsv --probe-tokens "${MAX_TOKENS:-3000}" "${knobs[@]}"
+else
+    recipe model . "$src" "$tgt" --updates "$updates" "${knobs[@]}"
+fi
+echo
+echo "  the recipe (recipe.json; set a knob to override):"
+python -c "import json
+for name, choice in json.load(open('recipe.json')).items():
+    print(f\"    {name + ':':18s}{str(choice['value']):>8}   {choice['why']}\")"
+[ "$length" = minutes ] && updates=$expected_updates
+read -r -a model_args <<< "$model_options ${ARCH_ARGS:-}"
+length_options 6
+
+# validation BLEU (greedy search) along the way, for the curve and checkpoint_best.pt: 4 times; with MINUTES,
+# whose budget each would take from training (about a minute for 1,000 sentences on one core), at the end
+# alone under 20 minutes (the learning rate annealed to 0 makes the last checkpoint the best), else 2 + the end
+validations=4
+if [ "$length" = minutes ]; then
+    validations=3
+    python -c "import sys; sys.exit(0 if float(sys.argv[1]) < 20 else 1)" "$minutes" && validations=1
+fi
+validate_every=$(( (updates + validations - 1) / validations ))
+validating="validation BLEU every $validate_every"
+if [ "$validations" = 1 ]; then
+    validate_every=1000000 validating="validation BLEU at the end"  # fairseq validates and saves when the budget stops it
+fi
 log_every=$(( updates / 10 < 10 ? 10 : (updates / 10 > 100 ? 100 : updates / 10) ))
-step "4/6 fairseq-train --arch $arch: $updates updates, $precision (progress every $log_every, validation BLEU every $validate_every)"
-read -r -a arch_args <<< "${ARCH_ARGS:-}"
-fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_args[@]}" "${train_precision[@]}" \
-    --optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.1 --lr "$lr" \
-    --lr-scheduler polynomial_decay --warmup-updates "$(( updates / 6 ))" --total-num-update "$updates" \
-    --end-learning-rate 0 --dropout 0.1 --criterion label_smoothed_cross_entropy --label-smoothing 0.1 \
-    --max-tokens "$max_tokens" --max-update "$updates" --seed "$seed" --required-batch-size-multiple 1 \
-    --max-source-positions 1024 --max-target-positions 1024 \
-    --skip-invalid-size-inputs-valid-test --max-tokens-valid "$max_tokens" \
+if [ "$length" = minutes ]; then
+    plan="$train_minutes minutes (~$updates updates), learning rate annealed to 0 as they run out"
+else
+    plan="$updates updates"
+fi
+step "5/7 fairseq-train $model: $plan, $precision (progress every $log_every, $validating)"
+fairseq-train data-bin --user-dir "$repo/fconv_plugin" "${model_args[@]}" "${train_precision[@]}" "${objective[@]}" \
+    --lr "$lr" --dropout "$dropout" "${length_args[@]}" --max-tokens "$max_tokens" --seed "$seed" \
+    --required-batch-size-multiple 1 --skip-invalid-size-inputs-valid-test --max-tokens-valid "$max_tokens" \
     --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" --keep-interval-updates 1 \
     --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000000 \
     --eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}' \
     --eval-bleu-detok moses --eval-bleu-remove-bpe --best-checkpoint-metric bleu --maximize-best-checkpoint-metric \
     --log-format simple --log-interval "$log_every" 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || { tail -n 20 train.log; fail "fairseq-train failed (log: $work/train.log)"; }
+reached=$(updates_reached train.log)
+budget_line=$(grep -o "the budget is spent.*reruns it" train.log | sed 's/; by updates, --max-update [0-9]* reruns it//' || true)
+[ -n "$budget_line" ] && echo "  ${budget_line#the }"
 
 test_lines=$(wc -l < test.tok.$src)
-step "5/6 fairseq-generate --beam 5 on $test_lines test sentences, detokenise, sacreBLEU"
+step "6/7 fairseq-generate --beam 5 on $test_lines test sentences, detokenise, sacreBLEU"
 fairseq-generate data-bin --user-dir "$repo/fconv_plugin" --path checkpoints/checkpoint_best.pt \
     --gen-subset test --beam 5 --remove-bpe --max-tokens 6000 --required-batch-size-multiple 1 \
     > generate.out 2> generate.log || { tail -n 20 generate.log; fail "fairseq-generate failed (log: $work/generate.log)"; }
@@ -130,13 +206,20 @@ grep '^H-' generate.out | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > test.hyp.tok
 python "$moses" detokenize "$tgt" < test.hyp.tok.$tgt > test.hyp.$tgt
 bleu=$(sacrebleu "${prefix[test]}.$tgt" -i test.hyp.$tgt -m bleu -b -w 2)
 chrf=$(sacrebleu "${prefix[test]}.$tgt" -i test.hyp.$tgt -m chrf -b -w 2)
+copy_bleu=$(sacrebleu "${prefix[test]}.$tgt" -i "${prefix[test]}.$src" -m bleu -b -w 2)
+copy_chrf=$(sacrebleu "${prefix[test]}.$tgt" -i "${prefix[test]}.$src" -m chrf -b -w 2)
 echo "  sacreBLEU $bleu, chrF $chrf (detokenised output against ${prefix[test]}.$tgt)"
+echo "  baseline, copy the source: sacreBLEU $copy_bleu, chrF $copy_chrf"
 
-step "6/6 outputs"
+step "7/7 outputs"
 echo "  model: $work/checkpoints/checkpoint_best.pt   dictionaries: $work/data-bin   BPE codes: $work/codes"
-echo "  test translations: $work/test.hyp.$tgt   logs: $work/{preprocess,train,generate}.log"
+echo "  test translations: $work/test.hyp.$tgt   logs: $work/{preprocess,train,generate}.log   recipe: $work/recipe.json"
 echo "  translate new text:"
 echo "    fairseq-interactive $work/data-bin --user-dir $repo/fconv_plugin --path $work/checkpoints/checkpoint_best.pt \\"
 echo "        --source-lang $src --target-lang $tgt --beam 5 --tokenizer moses --bpe subword_nmt --bpe-codes $work/codes"
+model_knob_name=MODEL
+[ -n "${ARCH:-}" ] && model_knob_name=ARCH
+rerun="UPDATES=$reached $model_knob_name=$model BPE_MERGES=$merges MAX_TOKENS=$max_tokens DROPOUT=$dropout LR=$lr"
+[ "$length" = minutes ] && echo "  to rerun it anywhere by updates: $rerun bash $0 ..."
 echo
-echo "translate_your_data finished in $(( $(date +%s) - start )) s: $arch, $updates updates, $precision, BLEU $bleu chrF $chrf"
+echo "translate_your_data finished in $(( $(date +%s) - start )) s: $model, $reached updates${minutes:+ in $train_minutes minutes ($rerun reruns them)}, $precision, BLEU $bleu chrF $chrf"

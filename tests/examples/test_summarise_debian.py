@@ -57,10 +57,10 @@ def test_the_script_runs_end_to_end_and_ends_with_the_rouge_line(tiny_corpus):
     result = subprocess.run(["bash", EXAMPLE / "summarise.sh"], env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     last = result.stdout.strip().splitlines()[-1]
-    match = re.fullmatch(r"summarisation finished in \d+ s: ROUGE-1/2/L F1 ([\d.]+)/([\d.]+)/([\d.]+) "
-                         r"vs lead ([\d.]+)/([\d.]+)/([\d.]+)", last)
+    match = re.fullmatch(r"summarisation finished in \d+ s, trained in (fp32|bf16) for 30 updates: ROUGE-1/2/L F1 "
+                         r"([\d.]+)/([\d.]+)/([\d.]+) vs lead ([\d.]+)/([\d.]+)/([\d.]+)", last)
     assert match, last
-    assert all(0 <= float(x) <= 100 for x in match.groups())
+    assert all(0 <= float(x) <= 100 for x in match.groups()[1:])
     assert "chosen: --min-len" in result.stdout
     run = root / "run"
     recipe = json.loads((run / "recipe.json").read_text())
@@ -84,3 +84,22 @@ def test_the_script_runs_end_to_end_and_ends_with_the_rouge_line(tiny_corpus):
 
     again = subprocess.run(["bash", EXAMPLE / "summarise.sh"], env=env, capture_output=True, text=True, timeout=60)
     assert again.returncode != 0 and "exists and is not empty" in again.stderr  # nothing overwritten
+
+
+def test_minutes_name_the_budget_and_end_with_the_updates_that_rerun_them(tiny_corpus, tmp_path):
+    _, corpus = tiny_corpus
+    env = {"PATH": f"{warm_commands.bin_dir()}:/usr/bin:/bin", "CORPUS": str(corpus), "MINUTES": "0.4", "VALID": "40",
+           "TEST": "40", "WORK_DIR": str(tmp_path / "run"), "MODEL": TINY_MODEL, "CURVE": "0",
+           "GENERATION": "--min-len 4", "VENV": str(warm_commands.venv_dir())}
+    result = subprocess.run(["bash", EXAMPLE / "summarise.sh"], env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert re.match(r"budget: 0.4 minutes of training on this CPU, a speed probe's included; precision: (fp32|bf16) \(", lines[0])
+    assert lines[1].startswith("recipe: fconv_gigaword_copy, chosen from the corpus (recipe.py")
+    progress = [line for line in lines if "num_updates=" in line]
+    assert all(re.search(r"spent_min=[\d.]+, left_min=[\d.]+", line) for line in progress)
+    recipe = json.loads((tmp_path / "run" / "recipe.json").read_text())
+    assert recipe["updates"]["why"].startswith("what MINUTES=0.4 buy: ")
+    match = re.fullmatch(r"summarisation finished in \d+ s, trained in (fp32|bf16) for (\d+) updates in ([\d.]+) minutes "
+                         r"\(UPDATES=(\d+) reruns them anywhere\): ROUGE-1/2/L F1 .* vs lead .*", lines[-1])
+    assert match and match.group(2) == match.group(4), lines[-1]

@@ -1,0 +1,65 @@
+# How long the examples train: UPDATES=N (reproducible anywhere) or MINUTES=N (the best those
+# minutes buy on this CPU: fairseq-train --lr-scheduler time_budget, the learning rate
+# annealed to its end as the minutes run out). UPDATES wins when both are given.
+# Source it after defining fail(), then:
+#
+#     choose_length 600          # before anything is written: sets length (updates|minutes),
+#                                # updates, minutes and length_note; refuses bad values in one line
+#     probe_speed data-bin NAME "OPTIONS" [NAME "OPTIONS" ...] > probe.tsv
+#                                # speed_probe.py; sets probe_seconds
+#     training_minutes           # MINUTES less the probe's time: sets train_minutes
+#     length_options 6           # the fairseq-train options, warming up over 1/6: sets length_args
+#     updates_reached train.log  # prints the updates the run reached
+
+choose_length() {
+    local default_updates=$1 error
+    length_note=""
+    if [ -n "${UPDATES:-}" ]; then
+        case "$UPDATES" in *[!0-9]*|0) fail "UPDATES must be a whole number of training updates above 0, got '$UPDATES'";; esac
+        length=updates updates=$UPDATES minutes=""
+        [ -n "${MINUTES:-}" ] && length_note=" (UPDATES wins over MINUTES=$MINUTES)"
+    elif [ -n "${MINUTES:-}" ]; then
+        error=$(python -c "import sys
+from fconv_plugin.errors import FConvError
+from fconv_plugin.optim.budget_plan import parse_minutes
+try:
+    parse_minutes(sys.argv[1], 'MINUTES')
+except FConvError as e:
+    sys.exit(str(e))" "$MINUTES" 2>&1) || fail "$error"
+        length=minutes minutes=$MINUTES updates=""
+    else
+        length=updates updates=$default_updates minutes=""
+    fi
+    return 0
+}
+
+probe_speed() {  # probe_speed DATA_BIN NAME OPTIONS [NAME OPTIONS ...]: NAME <TAB> s/update <TAB> parameters
+    local data_bin=$1 started candidates=()
+    shift
+    while [ $# -gt 0 ]; do candidates+=(--candidate "$1" "$2"); shift 2; done
+    started=$(date +%s.%N)
+    python "$repo/examples/lib/speed_probe.py" "$data_bin" "${candidates[@]}" 2> speed_probe.log \
+        || { tail -n 5 speed_probe.log >&2; fail "the speed probe failed (log: $(pwd)/speed_probe.log)"; }
+    probe_seconds=$(python -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$started" "$(date +%s.%N)")
+}
+
+training_minutes() {  # MINUTES less what the probe took of them
+    train_minutes=$(python -c "import sys; print(f'{float(sys.argv[1]) - float(sys.argv[2]) / 60:.3f}')" \
+        "$minutes" "$probe_seconds")
+    python -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)" "$train_minutes" \
+        || fail "MINUTES=$minutes is used up by the speed probe (${probe_seconds} s); give more minutes"
+}
+
+length_options() {  # length_options N: fairseq-train's options for UPDATES or MINUTES, warming up over 1/N of them
+    if [ "$length" = updates ]; then
+        length_args=(--lr-scheduler polynomial_decay --warmup-updates "$(( updates / $1 ))" --total-num-update "$updates"
+                     --end-learning-rate 0 --max-update "$updates")
+    else
+        length_args=(--lr-scheduler time_budget --budget-minutes "$train_minutes"
+                     --warmup-fraction "$(python -c "import sys; print(f'{1 / int(sys.argv[1]):.4f}')" "$1")" --end-learning-rate 0)
+    fi
+}
+
+updates_reached() {  # the updates fairseq-train's log says the run ended at
+    grep -o "num_updates [0-9]*\|num_updates=[0-9]*" "$1" | tail -n 1 | grep -o "[0-9]*$"
+}

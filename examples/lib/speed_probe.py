@@ -1,0 +1,75 @@
+"""How fast fairseq-train trains a model here: seconds per update, measured on the real data.
+
+    python speed_probe.py DATA_BIN --candidate NAME "FAIRSEQ-TRAIN OPTIONS" [--candidate ...] [--updates 4]
+
+Each candidate is the model, batch and precision options of the fairseq-train command the
+example will run. In one process (fairseq and the plugin imported once) each candidate's
+model is built by fairseq's own task and trained by fairseq's own ``Trainer`` (the plugin's
+host fixes installed, so ``--cpu --bf16`` trains in mixed precision as it will), one
+update to warm up and ``--updates`` timed, on batches of the training data. Prints one
+line per candidate, ``NAME <TAB> seconds per update <TAB> parameters``, and on stderr the
+probe's own time. The examples take the time a budget buys from it, before training.
+"""
+
+import argparse
+import logging
+import shlex
+import sys
+import time
+import warnings
+from pathlib import Path
+
+logging.disable(logging.WARNING)  # fairseq's and the plugin's INFO lines: the probe says what it measured
+warnings.filterwarnings("ignore")  # hydra's and torch's deprecation notes, once per candidate
+
+import torch  # noqa: E402
+from fairseq import options, tasks  # noqa: E402
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
+from fairseq.trainer import Trainer  # noqa: E402
+
+PLUGIN = str(Path(__file__).resolve().parents[2] / "fconv_plugin")
+
+
+def seconds_per_update(data_bin: str, train_options: str, updates: int) -> tuple:
+    import fconv_plugin.compat
+
+    fconv_plugin.compat.install()  # as --user-dir does in fairseq-train: --cpu --bf16 trains in mixed precision
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [data_bin, "--user-dir", PLUGIN, *shlex.split(train_options),
+                                                "--no-save", "--disable-validation", "--seed", "1"])
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    task.load_dataset(cfg.dataset.train_subset, combine=False, epoch=1)
+    model, criterion = task.build_model(cfg.model), task.build_criterion(cfg.criterion)
+    trainer = Trainer(cfg, task, model, criterion)
+    batches = task.get_batch_iterator(
+        dataset=task.dataset(cfg.dataset.train_subset), max_tokens=cfg.dataset.max_tokens,
+        max_sentences=cfg.dataset.batch_size, max_positions=(1024, 1024), ignore_invalid_inputs=True,
+        required_batch_size_multiple=cfg.dataset.required_batch_size_multiple, seed=1,
+    ).next_epoch_itr(shuffle=True)
+    samples = [next(batches) for _ in range(updates + 1)]
+    trainer.train_step([samples[0]])  # warm-up: first-call allocations
+    started = time.perf_counter()
+    for sample in samples[1:]:
+        trainer.train_step([sample])
+    parameters = sum(p.numel() for p in model.parameters())
+    return (time.perf_counter() - started) / updates, parameters
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data_bin")
+    parser.add_argument("--candidate", nargs=2, action="append", metavar=("NAME", "OPTIONS"), required=True)
+    parser.add_argument("--updates", type=int, default=3)
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    torch.manual_seed(1)
+    for name, train_options in args.candidate:
+        seconds, parameters = seconds_per_update(args.data_bin, train_options, args.updates)
+        print(f"{name}\t{seconds:.4f}\t{parameters}", flush=True)
+    print(f"speed probe: {len(args.candidate)} candidate(s), {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""The quickstart bounded by minutes (MINUTES=): what it says first, while and last; a quick
+run on 2,000 verses, not evaluated (the quickstart by updates runs in benchmarks/harness.quick_run)."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fconv_plugin import precision
+from tests import warm_commands
+from tests.support import load_raw_checkpoint
+
+pytestmark = pytest.mark.slow  # trains a model / runs fairseq's tools
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "bible_es_en" / "quickstart.sh"
+
+
+def _run(work, **knobs):
+    env = {"PATH": f"{warm_commands.bin_dir()}:/usr/bin:/bin", "VENV": str(warm_commands.venv_dir()), "TRAIN": "2000",
+           "VALID": "40", "TEST": "40", "EVALUATE": "0", "WORK_DIR": str(work), **knobs}
+    return subprocess.run(["bash", QUICKSTART], env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_minutes_name_the_budget_and_end_with_the_updates_that_rerun_them(tmp_path):
+    chosen = "bf16" if precision.bf16_units() else "fp32"
+    result = _run(tmp_path / "run", MINUTES="0.4", VALIDATIONS="2")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"budget: 0.4 minutes of training on this CPU, a speed probe's included; precision: {chosen} (")
+    assert lines[1].startswith("recipe: fconv_iwslt_de_en, adam: Adam, lr 0.003 warmed up over the first sixth")
+    assert any(re.fullmatch(r"  the speed probe: [\d.]+ s per update here, in [\d.]+ s; [\d.]+ minutes left buy ~\d+ updates",
+                            line) for line in lines)
+    progress = [line for line in lines if "num_updates=" in line]
+    assert progress and all(re.search(r"spent_min=[\d.]+, left_min=[\d.]+", line) for line in progress)
+    match = re.fullmatch(rf"trained in {chosen} for (\d+) updates in ([\d.]+) minutes \(UPDATES=(\d+) reruns them anywhere\) "
+                         r"\(EVALUATE=0: not evaluated\): .*checkpoint_best.pt", lines[-1])
+    assert match and match.group(1) == match.group(3), lines[-1]
+    budget = load_raw_checkpoint(tmp_path / "run" / "checkpoints" / "checkpoint_last.pt")["optimizer_history"][-1][
+        "lr_scheduler_state"]["budget"]
+    assert budget["updates"] == int(match.group(1)) and budget["trained_seconds"] <= 1.03 * 60 * float(match.group(2))
+
+
+@pytest.mark.parametrize("knobs,message", [
+    ({"MINUTES": "abc"}, "MINUTES must be a number of minutes above 0 (e.g. 30 or 2.5), got 'abc'"),
+    ({"MINUTES": "0"}, "MINUTES must be a number of minutes above 0 (e.g. 30 or 2.5), got '0'"),
+    ({"MINUTES": "5", "RECIPE": "nag"}, "MINUTES needs RECIPE=adam (RECIPE=nag shrinks its learning rate on plateaus, "
+                                        "not by the clock)"),
+])
+def test_nonsense_minutes_are_refused_in_one_line_before_anything_is_written(tmp_path, knobs, message):
+    result = _run(tmp_path / "run", **knobs)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.strip() == f"quickstart: error: {message}"
+    assert not (tmp_path / "run").exists()
