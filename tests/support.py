@@ -104,7 +104,7 @@ def needs_compiled(name: str):
     does not run, with the loader's reason (CI's normal build runs them all: fconv-info --check)."""
     import pytest
 
-    from fconv_plugin.decoding import backend
+    from fconv_plugin import backend
 
     why = backend.reason(name)
     return pytest.mark.skipif(why is not None, reason=f"the compiled {name} does not run here: {why}")

@@ -2,9 +2,9 @@
 layer in a fresh process and by reading the sources.
 
 paper layers (modules/) → fairseq model (models/) → decoding (decoding/: the step and the
-search) → inference core (inference/) → the faces (cli/, serve/, export/); the one selector
-of compiled or torch forms (decoding/backend.py) beside the loops' loader (native/), the
-only reader of either; compat/ (host fixes) only from entry points; fconv_onnx without
+search) → inference core (inference/) → the faces (cli/, serve/, export/), below them all the
+one selector of compiled or torch forms (backend.py) over the loops' loader (native/), the
+only reader of either: ``LAYERS`` states the order once; compat/ (host fixes) only from entry points; fconv_onnx without
 torch, fairseq or fconv_plugin.
 """
 
@@ -61,32 +61,36 @@ def test_a_layer_loads_nothing_above_it(module, forbidden):
     assert offending == []
 
 
-# Each part of the package and the parts it may import, in the layers' order (docs/design.md#layers).
-BELOW = {"errors": [], "checkpoint_io": ["errors"], "native": []}  # native: the compiled loops' loader
-BELOW["decoding.backend"] = ["errors", "native"]  # the one selector of compiled or torch forms (test below)
-BELOW["precision"] = ["errors"]  # the CPU's bfloat16 units, asked by the inference core, compat and fconv-info
-BELOW["modules"] = ["errors"]  # the paper and nothing else (test below)
-BELOW["optim"] = ["errors"]  # the training budget's plan and fairseq's scheduler for it, beside the model
-BELOW["layer_spec"] = ["errors", "modules"]  # the options of the model, in the paper's layer terms
-BELOW["deployment"] = ["errors", "decoding.backend", "modules"]  # the layers' int8 forms
-BELOW["models"] = BELOW["deployment"] + ["deployment", "layer_spec", "checkpoint_io"]
-BELOW["decoding"] = BELOW["models"] + ["models"]  # the step and the search, torch and compiled forms
-BELOW["inference"] = BELOW["decoding"] + ["decoding", "precision"]
-BELOW["compat"] = BELOW["inference"] + ["inference", "optim"]
-for face in ("cli", "serve", "export"):
-    BELOW[face] = BELOW["inference"] + ["inference", "compat", "package root"]
-BELOW["cli"] = BELOW["cli"] + ["native"]  # fconv-info --build (native/build.py), which chooses nothing (test below)
+# The package's parts from the bottom up (docs/design.md#layers): a part imports only parts of
+# the layers below its own, never one of its own layer or above.
+LAYERS = [
+    ["errors"],
+    ["native", "precision", "checkpoint_io"],  # the compiled loops' loader; the CPU's bfloat16 units; safe loading
+    ["backend"],  # the one selector of compiled or torch forms, over native (test below)
+    ["modules", "optim"],  # the paper and nothing else (test below); the training budget's plan and scheduler
+    ["layer_spec"],  # the model's options in the paper's layer terms
+    ["deployment"],  # the paper layers' int8 forms
+    ["models"],  # the fairseq model
+    ["decoding"],  # the step and the search, torch and compiled forms
+    ["inference"],  # the inference core
+    ["compat"],  # the host fixes, installed by the entry points only (test below)
+    ["package root"],  # registers the model and the scheduler; fairseq's --user-dir
+    ["cli", "serve", "export"],  # the faces, none importing another
+]
+RANK = {part: rank for rank, layer in enumerate(LAYERS) for part in layer}
 PARTS = {path.stem if path.is_file() else path.name for path in PACKAGE.iterdir() if path.suffix == ".py" or path.is_dir()}
 
 
-def _part(imported: str) -> str:
-    """The part of the package an import of ``fconv_plugin.X...`` reaches: X, or the package
-    root (which registers the model) for a name defined in fconv_plugin/__init__.py;
-    ``decoding.backend`` is a part of its own (it stands below the rest of decoding/)."""
-    if imported == "fconv_plugin.decoding.backend" or imported.startswith("fconv_plugin.decoding.backend."):
-        return "decoding.backend"
-    name = imported.split(".")[1]
-    return name if name in PARTS else "package root"
+def _part(path_parts) -> str:
+    """The part a module of the package belongs to: its top-level module or folder, the
+    package root for fconv_plugin/__init__.py and a name defined there."""
+    return path_parts[0] if path_parts and path_parts[0] in PARTS and path_parts[0] != "__init__" else "package root"
+
+
+def test_the_layer_order_names_every_part_once():
+    named = [part for layer in LAYERS for part in layer]
+    assert len(named) == len(set(named))
+    assert set(named) == {part for part in PARTS if part not in ("__init__", "__pycache__")} | {"package root"}
 
 
 def test_each_part_imports_only_the_layers_below_it():
@@ -94,23 +98,21 @@ def test_each_part_imports_only_the_layers_below_it():
     apart from the model that ``import fconv_plugin`` registers."""
     offending = []
     for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE).with_suffix("").parts
-        if parts == ("__init__",):
-            continue
-        part = "decoding.backend" if parts == ("decoding", "backend") else parts[0]
-        allowed = {part, *BELOW[part]}
+        part = _part(path.relative_to(PACKAGE).with_suffix("").parts)
         for line, name in _imports(path):
-            if name.startswith("fconv_plugin.") and _part(name) not in allowed:
+            if not name.startswith("fconv_plugin."):
+                continue
+            imported = _part(name.split(".")[1:])
+            if imported != part and RANK[imported] >= RANK[part]:
                 offending.append((path.relative_to(ROOT).as_posix(), line, name))
-    # compat is imported by the faces' entry points only (test below); the rest is by layer
-    assert [o for o in offending if not o[2].startswith("fconv_plugin.compat")] == []
+    assert offending == []
 
 
-SELECTOR = "fconv_plugin/decoding/backend.py"
+SELECTOR = "fconv_plugin/backend.py"
 
 
 def test_only_the_selector_chooses_between_compiled_and_torch_forms():
-    """decoding/backend.py alone loads the compiled loops (``native``: fconv-info imports its
+    """backend.py alone loads the compiled loops (``native``: fconv-info imports its
     build, which chooses nothing), reads ``FCONV_NATIVE`` and asks whether an exporter
     traces; everyone else gets its choice (docs/design.md#decoding)."""
     offending = []

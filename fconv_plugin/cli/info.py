@@ -8,7 +8,7 @@ Versions of Python, torch and fairseq and the plugin; the CPU's features the loo
 (AVX2, AVX-512, AVX-512 VNNI, AMX) and its bfloat16 units, which decide ``--bf16 --cpu``
 (``fconv_plugin.precision``); each compiled loop and, for one that does not run, why;
 which int8 product runs; which forms of the step and the search a float32 and an int8
-model decode with on this CPU (``fconv_plugin.decoding.backend``, the one selector);
+model decode with on this CPU (``fconv_plugin.backend``, the one selector);
 torch's thread count.
 """
 
@@ -20,7 +20,7 @@ from typing import Dict
 import torch
 
 from .. import __version__, precision
-from ..decoding import backend
+from .. import backend
 from ..native.build import build_in_place
 
 CPU_FLAGS = {  # /proc/cpuinfo's names
@@ -64,7 +64,7 @@ def report() -> str:
     for name, why in backend.states().items():
         lines.append(f"  {name:<16} {'runs' if why is None else 'does not run: ' + why}  ({backend.LOOPS[name]})")
     lines.append(f"int8 products: {backend.int8_products()}")
-    lines.append("decoding on this CPU (fconv_plugin/decoding/backend.py):")
+    lines.append("decoding on this CPU (fconv_plugin/backend.py):")
     for kind, int8_weights in (("float32", False), ("int8", True)):
         chosen = backend.select(torch.device("cpu"), torch.float32, int8_weights=int8_weights, log=False)
         lines.append(f"  {kind + ' model':<16} {chosen.describe()}")

@@ -21,7 +21,7 @@ from ..modules import AttentionSource
 from ..modules.attention import AttentionSums
 from ..modules.conv_block import GatedLinearUnit
 from ..modules.embeddings import LearnedPositionalEmbedding, TokenEmbedding
-from .backend import Backend
+from ..backend import Backend
 from .layer_functions import AddmmRows, LayerFunctions, RowFunction
 
 

@@ -49,7 +49,7 @@ import torch
 from torch import Tensor
 
 from ..errors import FConvError
-from . import backend
+from .. import backend
 from .rules import SearchRules
 from .steps import DecoderSteps
 

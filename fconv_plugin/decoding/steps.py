@@ -15,7 +15,7 @@ This is the step's torch form, the reference. Its compiled form
 (``decoding/compiled_step.py`` over ``native/decoder_step.cpp``) makes the same ATen calls in
 the same order, and an int8 model's same compiled loops, without Python between them; so the
 same bits. The search's state (histories, attention source) is then held there, and a step
-or a reordering is one call. Which runs is ``decoding/backend.py``'s choice; a decoder with
+or a reordering is one call. Which runs is ``backend.py``'s choice; a decoder with
 parts the compiled step does not know (a copying model, a shared output embedding, other
 embeddings, other forms of the gate or of the attention's sums) runs the torch form.
 """
@@ -33,7 +33,8 @@ from ..modules import AttentionSource
 from ..modules.conv_block import add_residual
 from ..models import attention_rows
 from ..models.fconv import FConvDecoder
-from . import backend, compiled_step
+from .. import backend
+from . import compiled_step
 from .layer_functions import BlockFunctions, LayerFunctions, row_function
 
 

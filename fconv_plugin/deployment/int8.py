@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..decoding import backend
+from .. import backend
 from ..modules.attention import AttentionSums
 from ..modules.causal_convolution import CausalConvolution, CausalWindow
 from ..modules.conv_block import GatedLinearUnit

@@ -18,7 +18,7 @@ out (``apis.h``); none calls back into Python. What each buys, end to end, is me
 
 ``module(name)`` gives a loop's module, or None where it is not built or does not import
 (``reason(name)`` says why: not built, with the install's reason, or the import error's
-text). Which form runs is decided in one place, ``fconv_plugin/decoding/backend.py``,
+text). Which form runs is decided in one place, ``fconv_plugin/backend.py``,
 the only caller of this loader; it reads ``FCONV_NATIVE`` too.
 
 This package imports nothing of the plugin: every layer may use it.

@@ -1,4 +1,4 @@
-"""The one selector (decoding/backend.py): FCONV_NATIVE, and which form of each part it
+"""The one selector (backend.py): FCONV_NATIVE, and which form of each part it
 picks for a device, a precision and int8 weights.
 
 The switch's cases run in a fresh Python process, as a user's would; the choices are
@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from fconv_plugin.decoding import backend
+from fconv_plugin import backend
 from tests.support import needs_compiled
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOPS = list(backend.LOOPS)
-STATES = "import json; from fconv_plugin.decoding import backend; print(json.dumps(backend.states()))"
+STATES = "import json; from fconv_plugin import backend; print(json.dumps(backend.states()))"
 CPU, META = torch.device("cpu"), torch.device("meta")
 
 
@@ -33,7 +33,7 @@ def test_switched_off_the_torch_forms_run_and_the_log_says_so_once():
     code = (
         "import logging; logging.basicConfig(level=logging.INFO)\n"
         "import torch\n"
-        "from fconv_plugin.decoding import backend\n"
+        "from fconv_plugin import backend\n"
         "from fconv_plugin.deployment import int8\n"
         "cpu = torch.device('cpu')\n"
         "for int8_weights in (False, True):\n"
@@ -51,10 +51,10 @@ def test_switched_off_the_torch_forms_run_and_the_log_says_so_once():
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1]) == {name: "switched off (FCONV_NATIVE=0)" for name in LOOPS}
     lines = [line for line in result.stderr.splitlines() if "compiled loops:" in line]
-    assert lines == ["INFO:fconv_plugin.decoding.backend:fconv_plugin: compiled loops: "
+    assert lines == ["INFO:fconv_plugin.backend:fconv_plugin: compiled loops: "
                      + "; ".join(f"{name} does not (switched off (FCONV_NATIVE=0))" for name in LOOPS)]
     assert "fconv_plugin.native._" not in _python(  # switched off, a loop is not even imported
-        "import sys, torch; from fconv_plugin.decoding import backend; backend.select(torch.device('cpu'), "
+        "import sys, torch; from fconv_plugin import backend; backend.select(torch.device('cpu'), "
         "torch.float32, True); print(sorted(sys.modules))", env={"FCONV_NATIVE": "0"}).stdout
 
 
@@ -73,7 +73,7 @@ def test_a_list_of_loops_runs_those_alone(value, running):
 
 
 def test_a_switch_naming_no_loop_is_said_in_one_line_and_taken_as_on():
-    result = _python("from fconv_plugin.decoding import backend; print(backend.switch_problem()); "
+    result = _python("from fconv_plugin import backend; print(backend.switch_problem()); "
                      "print(backend.switched_on())", env={"FCONV_NATIVE": "int8_rows,fast"})
     problem, on = result.stdout.splitlines()
     assert problem.startswith("FCONV_NATIVE='int8_rows,fast' is neither 0") and "comma list of loops" in problem

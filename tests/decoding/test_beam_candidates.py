@@ -14,7 +14,7 @@ import math
 import pytest
 import torch
 
-from fconv_plugin.decoding import backend
+from fconv_plugin import backend
 from fconv_plugin.decoding import search as beam_search
 from fconv_plugin.decoding.rules import SearchRules
 from fconv_plugin.decoding.search import BeamSearch, _Beams

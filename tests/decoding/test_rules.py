@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from fconv_onnx import beam_search as numpy_search
-from fconv_plugin.decoding import backend
+from fconv_plugin import backend
 from fconv_plugin.decoding.rules import SearchRules
 from fconv_plugin.decoding.search import BeamSearch, block_repeated_ngrams
 from tests.support import needs_compiled

@@ -14,7 +14,7 @@ from fairseq import search as fairseq_search
 from fairseq.ngram_repeat_block import NGramRepeatBlock
 from fairseq.sequence_generator import SequenceGenerator
 
-from fconv_plugin.decoding import backend
+from fconv_plugin import backend
 from fconv_plugin.decoding import search as beam_search
 from fconv_plugin.decoding.search import BeamSearch, FairseqIncrementalSteps, block_repeated_ngrams
 from tests.support import DictionaryTask, build_pair, build_plugin_model, make_dictionary, translation_batch

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from fconv_plugin.decoding import backend
+from fconv_plugin import backend
 from fconv_plugin.errors import FConvError
 from fconv_plugin.modules.causal_convolution import CausalConvolution
 from fconv_plugin.modules.embeddings import LearnedPositionalEmbedding, TokenEmbedding, make_positions

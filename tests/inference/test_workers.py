@@ -10,7 +10,7 @@ import signal
 import pytest
 import torch
 
-from fconv_plugin.decoding import backend
+from fconv_plugin import backend
 from fconv_plugin.errors import FConvError
 from fconv_plugin.inference import Translator
 from fconv_plugin.inference.workers import check_workers

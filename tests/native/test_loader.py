@@ -17,7 +17,7 @@ import pytest
 import fconv_onnx
 import fconv_plugin
 from fconv_plugin import native, precision
-from fconv_plugin.decoding import backend
+from fconv_plugin import backend
 from fconv_plugin.cli.info import bf16_line
 from fconv_plugin.native.build import NO_TORCH_AT_BUILD
 
@@ -31,7 +31,7 @@ def _python(code: str, cwd=ROOT, env=None, **kwargs) -> subprocess.CompletedProc
                           env=environment, **kwargs)
 
 
-STATES = "import json; from fconv_plugin.decoding import backend; print(json.dumps(backend.states()))"
+STATES = "import json; from fconv_plugin import backend; print(json.dumps(backend.states()))"
 
 
 def _copy_of_the_package(destination: Path) -> Path:

@@ -33,7 +33,7 @@ from typing import Dict, Optional
 
 import torch
 
-from .. import native
+from . import native
 
 logger = logging.getLogger(__name__)
 
