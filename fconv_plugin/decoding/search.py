@@ -84,8 +84,8 @@ class BeamSearch:
         self.no_repeat_ngram_size = no_repeat_ngram_size
         self.rules = SearchRules(self.eos, self.pad, self.unk, self.beam, max_len_a, max_len_b, self.max_len, min_len,
                                  normalize_scores, len_penalty, unk_penalty, no_repeat_ngram_size)
-        # the compiled candidate selection and bookkeeping where backend.select names them (the CPU); False: torch
-        self.one_pass = one_pass and backend.select(torch.device("cpu"), torch.float32).candidates is not None
+        # the compiled candidate selection and bookkeeping where the search's backend names them; False: torch
+        self.one_pass = one_pass
         # the plugin's decoder with its state in plain tensors; any other (or False) through fairseq's protocol
         explicit = explicit_state and DecoderSteps.supports(model)
         self.steps = DecoderSteps(model) if explicit else FairseqIncrementalSteps(model)
@@ -129,62 +129,73 @@ class BeamSearch:
         them: ``tokens`` (ending in </s>), ``score``, ``positional_scores``, ``attention``
         (source x target, averaged over layers, when ``attention``; else empty) and
         ``alignment`` (empty). ``prefix_tokens`` (sentences x n, padded) forces the
-        first tokens of every hypothesis, as ``--prefix-size`` does."""
-        model, beam = self.model, self.beam
+        first tokens of every hypothesis, as ``--prefix-size`` does. The backend is selected
+        once, here, and each step taken by one of three strategies: whole steps compiled,
+        a step with the compiled candidates, or a step in torch operations."""
         bsz, src_len = src_tokens.shape
         max_len = self.rules.max_length(src_len)
         if self.min_len > max_len:
             raise FConvError(f"min_len {self.min_len} is longer than the longest output allowed ({max_len}); "
                              "lower --min-len or raise --max-len-a/--max-len-b")
-        if hasattr(model, "set_beam_size") and beam > 1:  # attention keys held once per sentence
-            model.set_beam_size(beam)
-        encoder_out = model.encoder(src_tokens=src_tokens, src_lengths=src_lengths)
-        encoder_out = model.encoder.reorder_encoder_out(encoder_out, _repeat_rows(bsz, beam, src_tokens.device))
+        if hasattr(self.model, "set_beam_size") and self.beam > 1:  # attention keys held once per sentence
+            self.model.set_beam_size(self.beam)
+        encoder_out = self.model.encoder(src_tokens=src_tokens, src_lengths=src_lengths)
+        encoder_out = self.model.encoder.reorder_encoder_out(encoder_out, _repeat_rows(bsz, self.beam, src_tokens.device))
         chosen = backend.select(src_tokens.device, torch.float32)  # the scores are float32 whatever the model's
-        compiled_candidates = chosen.candidates if self.one_pass else None  # beam_candidates, where it runs
-
-        book = self._bookkeeping(bsz, max_len, src_len, attention, prefix_tokens is not None, src_tokens.device)
-        decoding_state = self.steps.start(encoder_out)
-        reorder: Optional[Tensor] = None
-        kept_sentences: Optional[Tensor] = None  # the sentences left after the last step, where some finished
-        compiled_steps = self._compiled_steps(book, decoding_state, attention)
-        step = 0
-        while True:  # max_len + 1 steps at most: one more for </s>
-            if reorder is not None:  # hypotheses only ever move within their sentence
-                decoding_state = self.steps.reorder_within_sentences(decoding_state, reorder, kept_sentences)
-                reorder = kept_sentences = None
-            if compiled_steps is not None and step < max_len:  # until a sentence leaves, the end or the last step
-                finished, step, reorder, kept_sentences = book.run_steps(
-                    compiled_steps, chosen.step.api, step, self.vocab_size, self.model.decoder.padding_idx, self.pad,
-                    self.unk, self.unk_penalty, self.min_len)
-                if finished:
-                    break
-                continue
-            lprobs, step_attention = self._next_token_log_probs(book.tokens(step), decoding_state, attention)
-            if attention and step_attention is not None:
-                book.record_attention(step, step_attention)
-            forcing_prefix = prefix_tokens is not None and step < prefix_tokens.size(1)
-            if compiled_candidates is not None and not forcing_prefix and step < max_len:
-                if self.no_repeat_ngram_size > 0:  # -inf stays -inf under every rule: blocking first is the same
-                    block_repeated_ngrams(book.tokens(step), lprobs, self.no_repeat_ngram_size)
-                finished, reorder, kept_sentences = book.advance_with_best_candidates(
-                    step, lprobs, self._candidate_count(step), self.pad, self.unk, self.unk_penalty,
-                    step < self.min_len)
+        candidates = chosen.candidates if self.one_pass else None  # beam_candidates, where it runs
+        book = self._bookkeeping(bsz, max_len, src_len, attention, prefix_tokens is not None, src_tokens.device,
+                                 candidates)
+        search = _Search(book, self.steps.start(encoder_out), prefix_tokens, max_len, attention)
+        compiled_steps = self._compiled_steps(book, search.decoding_state, attention)
+        finished = False
+        while not finished:  # max_len + 1 steps at most: one more for </s>
+            search.reorder_by(self.steps)
+            if compiled_steps is not None and search.step < max_len:
+                finished = self._compiled_whole_steps(search, compiled_steps, chosen.step.api)
+            elif candidates is not None and not search.forcing_prefix() and search.step < max_len:
+                finished = self._step_with_compiled_candidates(search)
             else:
-                self._constrain(lprobs, step, max_len, book.beams if forcing_prefix else None, prefix_tokens)
-                if self.no_repeat_ngram_size > 0:
-                    block_repeated_ngrams(book.tokens(step), lprobs, self.no_repeat_ngram_size)
-                cand_scores, cand_indices, cand_beams = self._best_candidates(
-                    step, lprobs, book.scores(step - 1) if step > 0 else None)
-                finished, reorder, kept_sentences = book.advance(step, cand_scores, cand_beams, cand_indices)
-            if finished:
-                break
-            if step >= max_len:
-                raise AssertionError(f"beam search reached step {step} of {max_len} with unfinished sentences")
-            if kept_sentences is not None and prefix_tokens is not None:
-                prefix_tokens = prefix_tokens[kept_sentences]
-            step += 1
+                finished = self._step_in_torch_operations(search)
         return best_first(*book.finished())
+
+    def _compiled_whole_steps(self, search: "_Search", compiled_steps, step_api) -> bool:
+        """Steps in the compiled loop (``Bookkeeping.run_steps``: reorder, step, candidates,
+        books), until a sentence leaves, the search ends or the last step comes."""
+        finished, search.step, search.reorder, search.kept_sentences = search.book.run_steps(
+            compiled_steps, step_api, search.step, self.vocab_size, self.model.decoder.padding_idx, self.pad,
+            self.unk, self.unk_penalty, self.min_len)
+        return finished
+
+    def _step_with_compiled_candidates(self, search: "_Search") -> bool:
+        """One step whose rules and 2 x beam best candidates are one compiled pass over the
+        vocabulary (``best_candidates``); the books kept by the search's bookkeeping."""
+        step, book = search.step, search.book
+        lprobs = self._log_probs(search)
+        if self.no_repeat_ngram_size > 0:  # -inf stays -inf under every rule: blocking first is the same
+            block_repeated_ngrams(book.tokens(step), lprobs, self.no_repeat_ngram_size)
+        return search.took(*book.advance_with_best_candidates(
+            step, lprobs, self._candidate_count(step), self.pad, self.unk, self.unk_penalty, step < self.min_len))
+
+    def _step_in_torch_operations(self, search: "_Search") -> bool:
+        """One step in torch operations, fairseq's (the reference): the rules, forced
+        prefixes and the last step's </s> (``_constrain``), then the best candidates."""
+        step, book = search.step, search.book
+        lprobs = self._log_probs(search)
+        forcing_prefix = search.forcing_prefix()
+        self._constrain(lprobs, step, search.max_len, book.beams if forcing_prefix else None, search.prefix_tokens)
+        if self.no_repeat_ngram_size > 0:
+            block_repeated_ngrams(book.tokens(step), lprobs, self.no_repeat_ngram_size)
+        cand_scores, cand_indices, cand_beams = self._best_candidates(
+            step, lprobs, book.scores(step - 1) if step > 0 else None)
+        return search.took(*book.advance(step, cand_scores, cand_beams, cand_indices))
+
+    def _log_probs(self, search: "_Search") -> Tensor:
+        """log p(y_{i+1} | y_1..y_i, x) for every hypothesis, the step's attention recorded when kept."""
+        lprobs, step_attention = self.steps.log_probs(search.decoding_state, search.book.tokens(search.step),
+                                                      search.attention)
+        if search.attention and step_attention is not None:
+            search.book.record_attention(search.step, step_attention)
+        return lprobs
 
     def _compiled_steps(self, book, decoding_state, attention: bool):
         """The decoder's compiled decoding where the compiled bookkeeping can run whole steps
@@ -193,19 +204,15 @@ class BeamSearch:
             return None
         return self.steps.compiled_decoding(decoding_state)
 
-    def _bookkeeping(self, bsz: int, max_len: int, src_len: int, attention: bool, prefixes: bool, device):
-        """The hypotheses' bookkeeping between steps: compiled (``beam_candidates.cpp``) on
-        the CPU where it is built, for searches without attention weights or prefixes; else
-        in torch operations."""
-        compiled = backend.select(device, torch.float32).candidates if self.one_pass else None
-        if compiled is not None and not attention and not prefixes:
-            return compiled.Bookkeeping(bsz, self.beam, max_len, self.eos, self.pad, self.normalize_scores,
-                                                   self.len_penalty)
-        return _Bookkeeping(self, bsz, max_len, src_len if attention else 0, device)
-
-    def _next_token_log_probs(self, tokens: Tensor, decoding_state, attention: bool):
-        """log p(y_{i+1} | y_1..y_i, x) for every hypothesis, and the step's attention when asked."""
-        return self.steps.log_probs(decoding_state, tokens, attention)
+    def _bookkeeping(self, bsz: int, max_len: int, src_len: int, attention: bool, prefixes: bool, device,
+                     candidates=None):
+        """The hypotheses' bookkeeping between steps: compiled (``candidates``, the search's
+        ``beam_candidates`` module) for searches without attention weights or prefixes; else in
+        torch operations, with ``candidates``' passes where it is given."""
+        if candidates is not None and not attention and not prefixes:
+            return candidates.Bookkeeping(bsz, self.beam, max_len, self.eos, self.pad, self.normalize_scores,
+                                          self.len_penalty)
+        return _Bookkeeping(self, bsz, max_len, src_len if attention else 0, device, candidates)
 
     def _constrain(self, lprobs: Tensor, step: int, max_len: int, beams: Optional["_Beams"],
                    prefix_tokens: Optional[Tensor]):
@@ -251,24 +258,14 @@ class BeamSearch:
         cand_beams = torch.div(flat_indices, self.vocab_size, rounding_mode="trunc")
         return cand_scores, flat_indices.fmod(self.vocab_size), cand_beams
 
-    def _split_candidates(self, cand_scores: Tensor, cand_beams: Tensor, cand_indices: Tensor, ignored: Tensor):
-        """The candidates (sentences x k, best first) split as fairseq's SequenceGenerator
-        splits them: which of the first beam end in </s> (finished hypotheses; not those
-        that were fillers, ``ignored``), and what the beam continues with: the first beam
-        that do not end so, then ending ones as fillers if fewer are left, as rows
-        (sentence · beam + beam index), tokens, scores and which are fillers. One compiled
-        pass on the CPU where it is built (``beam_candidates.cpp``), else torch operations."""
-        compiled = backend.select(cand_scores.device, cand_scores.dtype).candidates
-        if compiled is not None:
-            return compiled.split_candidates(cand_scores, cand_beams, cand_indices, ignored,
-                                                             self.eos, self.beam)
-        return self.split_candidates_in_torch_operations(cand_scores, cand_beams, cand_indices, ignored)
-
     def split_candidates_in_torch_operations(self, cand_scores: Tensor, cand_beams: Tensor, cand_indices: Tensor,
                                              ignored: Tensor):
-        """``_split_candidates`` as fairseq's generator computes it (its eos_mask, active_mask
-        and top-k): the stand-in where the compiled pass is not built or not on the CPU, and
-        the reference it is tested against."""
+        """The candidates (sentences x k, best first) split as fairseq's SequenceGenerator
+        splits them (its eos_mask, active_mask and top-k): which of the first beam end in
+        </s> (finished hypotheses; not those that were fillers, ``ignored``), and what the
+        beam continues with: the first beam that do not end so, then ending ones as fillers
+        if fewer are left, as rows (sentence · beam + beam index), tokens, scores and which
+        are fillers. The reference of beam_candidates.cpp's ``split_candidates``."""
         beam, cand_size = self.beam, 2 * self.beam
         live, width = cand_scores.shape
         eos_mask = cand_indices.eq(self.eos) & cand_scores.ne(NEG_INF)
@@ -288,6 +285,39 @@ class BeamSearch:
     def _length_normalizer(self, step: int) -> Optional[float]:
         """The divisor of a hypothesis finished at ``step`` (step + 1 tokens with </s>; ``rules``)."""
         return self.rules.length_divisor(step)
+
+
+class _Search:
+    """One search's moving parts between its steps: the books, the decoder's state, the step,
+    the reordering the last step asked for, and the prefixes still to force."""
+
+    def __init__(self, book, decoding_state, prefix_tokens: Optional[Tensor], max_len: int, attention: bool):
+        self.book, self.decoding_state, self.prefix_tokens = book, decoding_state, prefix_tokens
+        self.max_len, self.attention = max_len, attention
+        self.step = 0
+        self.reorder: Optional[Tensor] = None
+        self.kept_sentences: Optional[Tensor] = None  # the sentences left after the last step, where some finished
+
+    def forcing_prefix(self) -> bool:
+        return self.prefix_tokens is not None and self.step < self.prefix_tokens.size(1)
+
+    def reorder_by(self, steps) -> None:
+        """The decoder's state in the rows the last step continues (they only move within a sentence)."""
+        if self.reorder is not None:
+            self.decoding_state = steps.reorder_within_sentences(self.decoding_state, self.reorder, self.kept_sentences)
+            self.reorder = self.kept_sentences = None
+
+    def took(self, finished: bool, reorder: Optional[Tensor], kept_sentences: Optional[Tensor]) -> bool:
+        """A step's outcome: finished, or on to the next step with its reordering."""
+        if finished:
+            return True
+        if self.step >= self.max_len:
+            raise AssertionError(f"beam search reached step {self.step} of {self.max_len} with unfinished sentences")
+        self.reorder, self.kept_sentences = reorder, kept_sentences
+        if kept_sentences is not None and self.prefix_tokens is not None:
+            self.prefix_tokens = self.prefix_tokens[kept_sentences]
+        self.step += 1
+        return False
 
 
 class FairseqIncrementalSteps:
@@ -332,8 +362,9 @@ class _Bookkeeping:
     where the compiled ``Bookkeeping`` (``beam_candidates.cpp``) does not run (attention
     weights, prefixes, a GPU, not built), and the reference it is tested against."""
 
-    def __init__(self, search: BeamSearch, bsz: int, max_len: int, src_len: int, device):
+    def __init__(self, search: BeamSearch, bsz: int, max_len: int, src_len: int, device, candidates=None):
         self.search, self.beam, self.max_len = search, search.beam, max_len
+        self.candidates = candidates  # beam_candidates' passes, or None: torch operations
         self.beams = _Beams(bsz, search.beam, max_len, search.eos, search.pad, device)
         self.hypotheses = _Hypotheses(bsz, search.beam, max_len, src_len, search.eos, device)
         self.sentences = torch.arange(bsz, device=device)  # original index of each live sentence
@@ -354,8 +385,7 @@ class _Bookkeeping:
         among the live ones) where some finished, else None."""
         beam, beams, sentences = self.beam, self.beams, self.sentences
         live = cand_scores.size(0)
-        ending, rows, tokens, scores, fillers = self.search._split_candidates(
-            cand_scores, cand_beams, cand_indices, self.cands_to_ignore)
+        ending, rows, tokens, scores, fillers = self._split(cand_scores, cand_beams, cand_indices, self.cands_to_ignore)
 
         # hypotheses ending in </s> among the best beam candidates are finished, scored by length (§4.3)
         finished_now: Optional[Tensor] = None
@@ -382,13 +412,19 @@ class _Bookkeeping:
         beams.advance(step, rows.view(-1), tokens, scores)
         return False, reorder, kept_sentences
 
+    def _split(self, cand_scores: Tensor, cand_beams: Tensor, cand_indices: Tensor, ignored: Tensor):
+        """The candidates split as fairseq splits them: one compiled pass where the search runs
+        ``beam_candidates``, else its torch operations (``split_candidates_in_torch_operations``)."""
+        if self.candidates is None:
+            return self.search.split_candidates_in_torch_operations(cand_scores, cand_beams, cand_indices, ignored)
+        return self.candidates.split_candidates(cand_scores, cand_beams, cand_indices, ignored, self.search.eos, self.beam)
+
     def advance_with_best_candidates(self, step: int, lprobs: Tensor, k: int, pad: int, unk: int,
                                      unk_penalty: float, forbid_eos: bool):
         """``advance`` with the compiled pass's k best candidates (``best_candidates``), where
         the search runs it (as the compiled ``Bookkeeping``'s method of that name)."""
-        candidates = backend.select(lprobs.device, lprobs.dtype).candidates.best_candidates(
-            lprobs, self.scores(step - 1) if step > 0 else None, self.beam, k, pad, unk, unk_penalty,
-            self.search.eos, forbid_eos)
+        candidates = self.candidates.best_candidates(lprobs, self.scores(step - 1) if step > 0 else None, self.beam, k,
+                                                     pad, unk, unk_penalty, self.search.eos, forbid_eos)
         return self.advance(step, *candidates)
 
     def finished(self):

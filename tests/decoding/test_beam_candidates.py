@@ -174,15 +174,12 @@ def test_a_split_by_hand():
 # --- the bookkeeping between steps ---
 
 class _BookSearch(BeamSearch):
-    """The settings the torch bookkeeping reads; its split in fairseq's torch operations."""
+    """The settings the torch bookkeeping reads (given no compiled passes, it splits in fairseq's torch operations)."""
 
     def __init__(self, beam, normalize_scores, len_penalty):
         self.eos, self.pad, self.beam = EOS, PAD, beam
         self.normalize_scores, self.len_penalty = normalize_scores, len_penalty
         self.rules = SearchRules(EOS, PAD, UNK, beam, normalize_scores=normalize_scores, len_penalty=len_penalty)
-
-    def _split_candidates(self, cand_scores, cand_beams, cand_indices, ignored):
-        return self.split_candidates_in_torch_operations(cand_scores, cand_beams, cand_indices, ignored)
 
 
 def _step_candidates(generator, live, beam, step):

@@ -240,11 +240,11 @@ def test_the_compiled_bookkeeping_keeps_the_books_where_nothing_needs_the_torch_
     the attention is kept or prefixes are forced (or the compiled passes are off)."""
     cpu = torch.device("cpu")
     search = BeamSearch(model, TGT, beam_size=3)
-    assert isinstance(search._bookkeeping(2, 10, 5, False, False, cpu), backend.loop("beam_candidates").Bookkeeping)
-    assert isinstance(search._bookkeeping(2, 10, 5, True, False, cpu), beam_search._Bookkeeping)
-    assert isinstance(search._bookkeeping(2, 10, 5, False, True, cpu), beam_search._Bookkeeping)
-    unpassed = BeamSearch(model, TGT, beam_size=3, one_pass=False)
-    assert isinstance(unpassed._bookkeeping(2, 10, 5, False, False, cpu), beam_search._Bookkeeping)
+    candidates = backend.select(cpu, torch.float32).candidates  # the search's one selection (generate)
+    assert isinstance(search._bookkeeping(2, 10, 5, False, False, cpu, candidates), candidates.Bookkeeping)
+    assert isinstance(search._bookkeeping(2, 10, 5, True, False, cpu, candidates), beam_search._Bookkeeping)
+    assert isinstance(search._bookkeeping(2, 10, 5, False, True, cpu, candidates), beam_search._Bookkeeping)
+    assert isinstance(search._bookkeeping(2, 10, 5, False, False, cpu, None), beam_search._Bookkeeping)
 
 
 @needs_compiled("beam_candidates")
@@ -256,11 +256,12 @@ def test_whole_steps_run_compiled_where_nothing_but_the_candidates_sits_between_
     search = BeamSearch(model, TGT, beam_size=3)
     with torch.no_grad():
         state = search.steps.start(model.encoder(src_tokens=src, src_lengths=lengths))
-    book = search._bookkeeping(len(lengths), 10, src.size(1), False, False, cpu)
+    candidates = backend.select(cpu, torch.float32).candidates
+    book = search._bookkeeping(len(lengths), 10, src.size(1), False, False, cpu, candidates)
     assert search._compiled_steps(book, state, attention=False) is state.compiled is not None
     assert search._compiled_steps(book, state, attention=True) is None
     assert BeamSearch(model, TGT, beam_size=3, no_repeat_ngram_size=2)._compiled_steps(book, state, False) is None
-    torch_book = search._bookkeeping(len(lengths), 10, src.size(1), True, False, cpu)
+    torch_book = search._bookkeeping(len(lengths), 10, src.size(1), True, False, cpu, candidates)
     assert search._compiled_steps(torch_book, state, attention=False) is None
     python_steps = BeamSearch(model, TGT, beam_size=3, explicit_state=False)
     assert python_steps._compiled_steps(book, python_steps.steps.start(
