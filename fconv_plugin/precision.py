@@ -10,7 +10,7 @@ one line that says what to do.
 This module imports nothing of the plugin but its error type: every layer may ask it.
 """
 
-from typing import FrozenSet, Iterable, Optional, Tuple
+from typing import Callable, FrozenSet, Iterable, Optional, Tuple
 
 from .errors import FConvError
 
@@ -53,13 +53,35 @@ def check_cpu_bf16(units: Optional[str], option: str = "--bf16") -> str:
     return units
 
 
-def decoding_in_float32(units: Optional[str], option: str, what: str) -> str:
-    """``--bf16`` for decoding on a CPU: refused without ``units`` (``check_cpu_bf16``); with
-    them ``what`` runs in float32 (bfloat16 decoding has not been measured to pay on a CPU),
-    and this is the note that says so."""
-    units = check_cpu_bf16(units, option)
-    return (f"fconv_plugin: {option} on the CPU ({units}) is for training; {what} runs in float32 "
-            "(for a faster CPU translator, int8 weights: fconv-quantize)")
+def on_the_cpu(cpu_option: bool) -> bool:
+    """Whether a command runs on the CPU, as fairseq decides it: ``--cpu``, or no GPU to use.
+    The one test of it, for training's ``--bf16`` and for decoding."""
+    import torch
+
+    return bool(cpu_option) or not torch.cuda.is_available()
+
+
+def decoding_precision(half: Optional[str], on_cpu: bool, int8: bool = False, what: str = "translating",
+                       units: Callable[[], Optional[str]] = None) -> Tuple[Optional[str], Optional[str]]:
+    """The one decision of what a model decodes in, for fairseq's commands and the inference
+    core: (``half``, the half-precision option to apply, or None for float32; a note for the
+    log, or None). ``half``: "--fp16", "--bf16" (or "--memory-efficient-bf16") as asked.
+
+    Half precision is for GPUs and int8 (fconv-quantize) for CPUs: other pairings get a
+    one-line error. ``--bf16`` on a CPU is training's: ``what`` runs in float32, with a note
+    (bfloat16 decoding has not been measured to pay on a CPU); a CPU without bfloat16 units
+    (``units``, default ``bf16_units``) is refused, as in training."""
+    if int8 and half:
+        raise FConvError(f"an int8 model (fconv-quantize) computes in int8 and float32; drop {half}")
+    if int8 and not on_cpu:
+        raise FConvError("an int8 model (fconv-quantize) runs on the CPU; add --cpu")
+    if half in ("--bf16", "--memory-efficient-bf16") and on_cpu:
+        found = check_cpu_bf16((units or bf16_units)(), half)
+        return None, (f"fconv_plugin: {half} on the CPU ({found}) is for training; {what} runs in float32 "
+                      "(for a faster CPU translator, int8 weights: fconv-quantize)")
+    if half and on_cpu:
+        raise FConvError(f"{half} needs a GPU and none is in use; drop {half} (or --cpu) to translate in float32")
+    return half, None
 
 
 SETTINGS = ("auto", "fp32", "bf16")

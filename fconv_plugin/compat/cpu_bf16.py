@@ -39,7 +39,7 @@ TRAINING = ("train",)
 
 def wants_cpu_bf16(bf16: bool, cpu: bool, tpu_asked: bool) -> bool:
     """``--bf16`` on a CPU: asked for, and neither a GPU in use nor a TPU asked for by name."""
-    return bool(bf16) and not tpu_asked and (bool(cpu) or not torch.cuda.is_available())
+    return bool(bf16) and not tpu_asked and precision.on_the_cpu(cpu)
 
 
 def _tpu_asked() -> bool:
@@ -61,7 +61,8 @@ def _reading_cpu_bf16(convert, command: str):
             if command in TRAINING:
                 precision.check_cpu_bf16(precision.bf16_units(), _option(args))
             else:
-                logger.info(precision.decoding_in_float32(precision.bf16_units(), _option(args), "this command"))
+                _, note = precision.decoding_precision(_option(args), on_cpu=True, what="this command")
+                logger.info(note)
                 args.bf16 = args.memory_efficient_bf16 = False
             args.tpu = False  # fairseq's options took --bf16 for a TPU
         return convert(args)

@@ -161,27 +161,19 @@ def interactive_config(args):
 
 def inference_device(cfg) -> torch.device:
     """Where a model runs, as fairseq-interactive decides: the GPU when there is one,
-    unless ``--cpu``."""
-    return torch.device("cuda" if torch.cuda.is_available() and not cfg.common.cpu else "cpu")
+    unless ``--cpu`` (``precision.on_the_cpu``)."""
+    return torch.device("cpu" if precision.on_the_cpu(cfg.common.cpu) else "cuda")
 
 
 def place_model(model, cfg, device: torch.device,
                 cpu_bf16_units: Callable[[], Optional[str]] = precision.bf16_units) -> None:
-    """The model in ``--fp16`` or ``--bf16`` precision on ``device``. Half precision is for
-    GPUs, int8 (fconv-quantize) for CPUs: other pairings get a one-line error. ``--bf16`` on
-    a CPU with bfloat16 units (``cpu_bf16_units``) is training's: translating runs in float32,
-    with a note (a CPU without them is refused, as in training)."""
-    half = "--fp16" if cfg.common.fp16 else "--bf16" if cfg.common.bf16 else None
-    int8 = has_int8_weights(model)
-    if int8 and half:
-        raise FConvError(f"an int8 model (fconv-quantize) computes in int8 and float32; drop {half}")
-    if int8 and device.type != "cpu":
-        raise FConvError("an int8 model (fconv-quantize) runs on the CPU; add --cpu")
-    if half == "--bf16" and device.type == "cpu":
-        logger.info(precision.decoding_in_float32(cpu_bf16_units(), half, "translating"))
-        half = None
-    elif half and device.type == "cpu":
-        raise FConvError(f"{half} needs a GPU and none is in use; drop {half} (or --cpu) to translate in float32")
+    """The model in the precision ``precision.decoding_precision`` decides from ``--fp16`` or
+    ``--bf16``, on ``device``."""
+    asked = "--fp16" if cfg.common.fp16 else "--bf16" if cfg.common.bf16 else None
+    half, note = precision.decoding_precision(asked, device.type == "cpu", has_int8_weights(model), "translating",
+                                              cpu_bf16_units)
+    if note:
+        logger.info(note)
     if half == "--fp16":
         model.half()
     elif half == "--bf16":
