@@ -55,10 +55,31 @@ def read_input(path: str) -> str:
                          "convert it, e.g. with iconv -t utf-8") from None
 
 
+class _ProgressBar:
+    """tqdm's bar over a document's sentences, shown once a run takes longer than 2 s (long inputs)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.bar = enabled, None
+
+    def start(self, document) -> None:
+        if self.enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=len(document.pieces), desc="fconv-translate", unit=" sentences", file=sys.stderr,
+                            delay=2.0)
+
+    def update(self, count: int) -> None:
+        if self.bar is not None:
+            self.bar.update(count)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def main(argv=None) -> None:
     argv = with_plugin_user_dir(sys.argv[1:] if argv is None else argv)
     from fairseq import options
-
 
     compat.install()  # one-line errors
     args = options.parse_args_and_arch(build_parser(), argv)
@@ -67,29 +88,21 @@ def main(argv=None) -> None:
         raise FConvError("--path is required: the checkpoint to translate with")
     if args.output != "-" and args.input != "-" and Path(args.output).resolve() == Path(args.input).resolve():
         raise FConvError(f"--output {args.output} is the input file; give another file (nothing was written)")
-    if args.max_sentence_tokens is not None and args.max_sentence_tokens < 2:
-        raise FConvError(f"--max-sentence-tokens must be at least 2, got {args.max_sentence_tokens}")
-    text = read_input(args.input)
-
-    from ..inference import Translator, split_document
+    from ..inference import Translator
+    from ..inference.documents import cut_length
     from ..inference.loading import interactive_config
 
-    translator = Translator(interactive_config(args))
-    split = split_document(translator, text, args.source_language_rules, args.max_sentence_tokens)
-    progress = None
-    if not args.no_progress_bar:
-        from tqdm import tqdm
+    cut_length(args.max_sentence_tokens, None)  # the cut's rule, before the input is read
+    text = read_input(args.input)
 
-        # shown once a run takes longer than 2 s: long inputs
-        progress = tqdm(total=len(split.pieces), desc="fconv-translate", unit=" sentences", file=sys.stderr, delay=2.0)
+    translator = Translator(interactive_config(args), sentence_cut=args.max_sentence_tokens)
+    progress = _ProgressBar(enabled=not args.no_progress_bar)
     try:
-        translations = translator.translate(split.pieces, encoded=split.encoded, workers=args.workers,
-                                            progress=None if progress is None else progress.update) if split.pieces else []
+        document = translator.translate_document(text, language=args.source_language_rules, workers=args.workers,
+                                                 on_split=progress.start, progress=progress.update)
     finally:
         translator.close()
-        if progress is not None:
-            progress.close()
-    document = split.assemble(translations)
+        progress.close()
     if args.output == "-":
         sys.stdout.write(document.text)
         sys.stdout.flush()

@@ -20,7 +20,8 @@ from typing import List, Optional
 import torch
 from fairseq.tasks import FairseqTask
 
-from ..errors import FConvError
+from ..errors import EmptySentence, FConvError, TooLong
+from ..inference.text_codec import check_sentence
 from ._patching import patch, running_cli_module
 from .replace_unk import with_source_words
 
@@ -72,19 +73,22 @@ def buffered_read(input, buffer_size):
 
 
 def _problem(line: str, encode_fn, limit, skip_too_long: bool, number: int):
+    """Why ``line`` is skipped (None: it is translated), from the inference core's one check
+    (``check_sentence``), worded as fairseq-interactive's notes."""
     if getattr(line, "problem", None) is not None:
         return line.problem
-    if not line.strip():
+    try:
+        check_sentence(encode_fn(line) if line.strip() else "", limit, f"input line {number}")
+    except EmptySentence:
         return "is empty"
-    tokens = len(encode_fn(line).split()) + 1  # + end of sentence
-    if tokens <= limit:
-        return None
-    if not skip_too_long:
-        raise FConvError(
-            f"input line {number} has {tokens} tokens but the model reads at most {limit} (--max-source-positions); "
-            "split the line, or pass --skip-invalid-size-inputs-valid-test to skip such lines"
-        )
-    return f"has {tokens} tokens, more than the model reads ({limit}, --max-source-positions)"
+    except TooLong as error:
+        if not skip_too_long:
+            raise FConvError(
+                f"input line {number} has {error.count} tokens but the model reads at most {limit} "
+                "(--max-source-positions); split the line, or pass --skip-invalid-size-inputs-valid-test to skip such lines"
+            ) from None
+        return f"has {error.count} tokens, more than the model reads ({limit}, --max-source-positions)"
+    return None
 
 
 def _make_batches(original):

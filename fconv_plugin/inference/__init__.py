@@ -15,14 +15,15 @@ export's checks). It imports neither the faces nor the host fixes (``compat``).
 - ``text_codec.py``: tokenizer, BPE and the dictionaries, with all unknown-word replacement;
 - ``batch_session.py``: batches, generators (the search: ``fconv_plugin/decoding/``), results;
 - ``workers.py``: batches decoded side by side in processes of one thread (``workers=N``);
-- ``documents.py``: documents into sentences and back, long sentences split;
+- ``options.py``: what one translation asks (``TranslationOptions``), built once at the edge;
+- ``documents.py``: documents into sentences and back, long sentences split at the cut (its one rule);
 - ``attention.py``: each attention layer's weights and p_gen, by teacher forcing;
 - ``results.py``: what a call returns.
 """
 
 from .documents import SplitDocument, split_document, split_long_sentence, split_sentences, translate_document
 from .results import DocumentTranslation, Hypothesis, LayerAttention, Translation
-from .batch_session import GenerationOptions
+from .options import GenerationOptions, TranslationOptions
 from .text_codec import load_unk_dictionary, source_token_count, unk_replaced_text
 from .translator import Translator
 
@@ -33,6 +34,7 @@ __all__ = [
     "LayerAttention",
     "SplitDocument",
     "Translation",
+    "TranslationOptions",
     "Translator",
     "load_unk_dictionary",
     "split_document",

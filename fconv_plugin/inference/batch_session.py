@@ -12,7 +12,7 @@ import copy
 import math
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -23,34 +23,13 @@ from ..deployment.int8 import Int8Weight
 from ..errors import FConvError
 from .attention import layer_attention, readable
 from .loading import LoadedModels, without_host_notices
+from .options import GenerationOptions, TranslationOptions
 from .results import Hypothesis, LayerAttention, Translation
-from .text_codec import TextCodec, nothing_to_translate, passed_through, source_token_count, source_tokens
+from .text_codec import TextCodec, check_sentence, nothing_to_translate, passed_through, source_tokens
 from .workers import DecodingWorkers, check_workers
 
 LN2 = math.log(2)
-DEFAULT_MAX_TOKENS = 4000  # source tokens in one generation call when the options give no bound
-
-
-@dataclass(frozen=True)
-class GenerationOptions:
-    """fairseq's generation options a call may set (its ``--beam``, ``--lenpen``, ...)."""
-
-    beam: int = 5
-    nbest: int = 1
-    lenpen: float = 1.0
-    unkpen: float = 0.0
-    min_len: int = 1
-    max_len_a: float = 0.0
-    max_len_b: int = 200
-    no_repeat_ngram_size: int = 0
-
-    @classmethod
-    def from_cfg(cls, generation) -> "GenerationOptions":
-        return cls(**{f.name: getattr(generation, f.name) for f in fields(cls)})
-
-    def check(self) -> None:
-        if self.beam < 1 or self.nbest < 1 or self.nbest > self.beam:
-            raise FConvError(f"beam {self.beam} and nbest {self.nbest}: give beam >= 1 and 1 <= nbest <= beam")
+DEFAULT_MAX_TOKENS = 4000  # source tokens in one of fairseq's batches when the options give no bound
 
 
 @dataclass(frozen=True)
@@ -86,11 +65,12 @@ class BatchSession:
 
     def __init__(self, loaded: LoadedModels, codec: TextCodec, cfg, search: str):
         self.loaded, self.codec, self.cfg, self.search = loaded, codec, cfg, search
-        self.max_tokens = cfg.dataset.max_tokens
-        self.max_sentences = cfg.dataset.batch_size
-        self.default_batches = self.max_tokens is None and self.max_sentences is None
+        # the bound of one of fairseq's batches (--max-tokens, --batch-size), unless a call gives its own
+        self.batch_tokens = cfg.dataset.max_tokens
+        self.batch_sentences = cfg.dataset.batch_size
+        self.default_batches = self.batch_tokens is None and self.batch_sentences is None
         if self.default_batches:
-            self.max_tokens = DEFAULT_MAX_TOKENS
+            self.batch_tokens = DEFAULT_MAX_TOKENS
         self._generators: "OrderedDict[tuple, object]" = OrderedDict()
         self._attending_models: Optional[list] = None
         self._decoding_workers: Dict[int, DecodingWorkers] = {}
@@ -110,13 +90,7 @@ class BatchSession:
 
     def check_lengths(self, encoded: Sequence[str]) -> None:
         for number, line in enumerate(encoded, start=1):
-            where = f"sentence {number}" if len(encoded) > 1 else "the sentence"
-            if not line.strip():
-                raise FConvError(f"{where} is empty")
-            count = source_token_count(line)
-            if count > self.source_limit:
-                raise FConvError(f"{where} has {count} tokens; the model reads at most {self.source_limit}; "
-                                 "split it (translate_document splits long sentences itself)")
+            check_sentence(line, self.source_limit, f"sentence {number}" if len(encoded) > 1 else "the sentence")
 
     def batches(self, encoded: Sequence[str], max_tokens: Optional[int], max_sentences: Optional[int],
                 workers: int = 1):
@@ -127,7 +101,7 @@ class BatchSession:
         never below what one sentence may have."""
         task = self.loaded.task
         if max_tokens is None and max_sentences is None:
-            max_tokens, max_sentences = self.max_tokens, self.max_sentences
+            max_tokens, max_sentences = self.batch_tokens, self.batch_sentences
             if self.default_batches and workers > 1:
                 max_tokens = max(DEFAULT_MAX_TOKENS // workers, min(self.source_limit, DEFAULT_MAX_TOKENS))
         tokens, lengths = source_tokens(task, encoded)
@@ -167,46 +141,48 @@ class BatchSession:
                 self._generators.popitem(last=False)
             return entry
 
-    def translate(self, sentences: Sequence[str], options: GenerationOptions, *, alignment: bool, attention: bool,
-                  replace_unk, encoded: Optional[Sequence[str]], decode: bool, max_tokens: Optional[int],
-                  max_sentences: Optional[int], progress: Optional[Callable[[int], None]], workers: int,
-                  still_wanted: Optional[Callable[[int], bool]]) -> List[Optional[Translation]]:
-        """``Translator.translate`` with its options resolved: lines without a word pass
-        through, the rest are encoded, checked, batched and decoded (here or in ``workers``)."""
-        check_workers(workers, self.loaded.device)
+    def translate(self, sentences: Sequence[str], options: TranslationOptions,
+                  encoded: Optional[Sequence[str]] = None) -> List[Optional[Translation]]:
+        """``Translator.translate``: lines without a word pass through, the rest are encoded,
+        checked, batched and decoded (here or in ``options.workers`` processes)."""
+        check_workers(options.workers, self.loaded.device)
         words = [i for i, sentence in enumerate(sentences) if not nothing_to_translate(sentence)]
         if len(words) < len(sentences):  # emoji, punctuation, numbers, links: the model would invent a sentence
-            results = [passed_through(sentence, self.loaded.task.target_dictionary.eos()) for sentence in sentences]
-            if words:
-                translated = self.translate(
-                    [sentences[i] for i in words], options, alignment=alignment, attention=attention,
-                    replace_unk=replace_unk, encoded=None if encoded is None else [encoded[i] for i in words], decode=decode,
-                    max_tokens=max_tokens, max_sentences=max_sentences, progress=progress, workers=workers,
-                    still_wanted=None if still_wanted is None else (lambda i: still_wanted(words[i])))
-                for i, translation in zip(words, translated):
-                    results[i] = translation
-            if progress is not None:
-                progress(len(sentences) - len(words))
-            return results
-        unk_dictionary = self.codec.unk_dictionary_for(replace_unk)
+            return self._passing_through(sentences, words, options, encoded)
+        unk_dictionary = self.codec.unk_dictionary_for(options.replace_unk)
         encoded = [self.codec.encode(s) for s in sentences] if encoded is None else list(encoded)
         if len(encoded) != len(sentences):
             raise FConvError(f"{len(sentences)} sentences but {len(encoded)} encoded ones; give one per sentence")
         self.check_lengths(encoded)
-        call = BatchCall(options, unk_dictionary, alignment, attention, decode)
-        batches = self.batches(encoded, max_tokens, max_sentences, workers)
-        if still_wanted is not None:
-            batches = wanted_rows(batches, still_wanted, self.loaded.task.source_dictionary.pad())
+        call = BatchCall(options.generation, unk_dictionary, options.alignment, options.attention, options.decode)
+        batches = self.batches(encoded, options.max_tokens, options.max_sentences, options.workers)
+        if options.still_wanted is not None:
+            batches = wanted_rows(batches, options.still_wanted, self.loaded.task.source_dictionary.pad())
         jobs = ((call, ids, src_tokens, src_lengths, [sentences[i] for i in ids], [encoded[i] for i in ids])
                 for ids, src_tokens, src_lengths in batches)
-        done = ((job, self.translate_batch(*job)) for job in jobs) if workers == 1 else self.workers(workers).map(jobs)
+        done = ((job, self.translate_batch(*job)) for job in jobs) if options.workers == 1 else \
+            self.workers(options.workers).map(jobs)
         results: List[Optional[Translation]] = [None] * len(sentences)
         for job, translations in done:
             ids = job[1]
             for index, translation in zip(ids, translations):
                 results[index] = translation
-            if progress is not None:
-                progress(len(ids))
+            if options.progress is not None:
+                options.progress(len(ids))
+        return results
+
+    def _passing_through(self, sentences, words: List[int], options: TranslationOptions, encoded):
+        """Lines without a word as they are; the others (``words``) translated."""
+        results = [passed_through(sentence, self.loaded.task.target_dictionary.eos()) for sentence in sentences]
+        if words:
+            wanted = options.still_wanted
+            translated = self.translate([sentences[i] for i in words], replace(
+                options, still_wanted=None if wanted is None else (lambda i: wanted(words[i]))),
+                None if encoded is None else [encoded[i] for i in words])
+            for i, translation in zip(words, translated):
+                results[i] = translation
+        if options.progress is not None:
+            options.progress(len(sentences) - len(words))
         return results
 
     def workers(self, workers: int) -> DecodingWorkers:

@@ -16,10 +16,28 @@ import re
 from dataclasses import dataclass
 from typing import Callable, List, Optional
 
+from ..errors import EmptySentence, FConvError
 from .results import DocumentTranslation, Translation
+from .text_codec import check_sentence
 
 CLAUSE_END = re.compile(r"[;:]$")
 PHRASE_END = re.compile(r"[,)\]»”\"'–—-]$")
+
+
+MIN_CUT = 2  # a piece of one word and </s>
+
+
+def cut_length(asked: Optional[int], source_limit: Optional[int], otherwise: Optional[int] = None) -> Optional[int]:
+    """The longest piece (source tokens with </s>) a document's sentence is cut into: the
+    one place of its rule and its clamp. ``asked`` (--max-sentence-tokens, ``Translator``'s
+    ``sentence_cut``), if given, must be at least 2, else ``otherwise`` (the translator's
+    trained cut) is taken; either is kept within what the model reads (``source_limit``).
+    With ``source_limit`` None only the rule is checked (before a model is loaded)."""
+    if asked is not None and asked < MIN_CUT:
+        raise FConvError(f"--max-sentence-tokens must be at least {MIN_CUT}, got {asked}")
+    if source_limit is None:
+        return None
+    return max(MIN_CUT, min(asked if asked is not None else otherwise, source_limit))
 
 
 def split_sentences(line: str, language: Optional[str]) -> List[str]:
@@ -103,11 +121,9 @@ def split_document(translator, text: str, language: Optional[str] = None,
     translator's ``sentence_cut``, as long as most training sentences; with ``max_len_b``
     given, at most ``max(16, max_len_b)``, so a piece's translation is never cut off)."""
     language = language or translator.languages[0]
-    if max_sentence_tokens is None:
-        max_sentence_tokens = translator.sentence_cut
-        if max_len_b is not None:
-            max_sentence_tokens = min(max_sentence_tokens, max(16, max_len_b))
-    max_sentence_tokens = min(max_sentence_tokens, translator.source_limit)
+    if max_sentence_tokens is None and max_len_b is not None:
+        max_sentence_tokens = min(translator.sentence_cut, max(16, max_len_b))
+    max_sentence_tokens = cut_length(max_sentence_tokens, translator.source_limit, translator.sentence_cut)
     encode = functools.lru_cache(maxsize=None)(translator.encode)  # each piece once: the cuts try many
 
     def fits(piece: str) -> bool:
@@ -129,10 +145,26 @@ def split_document(translator, text: str, language: Optional[str] = None,
     return SplitDocument(text, pieces, [encode(piece) for piece in pieces], lines)
 
 
+def checked_document(translator, text: str, where: str = "the text") -> SplitDocument:
+    """``split_document`` for a text that must hold something to translate, each piece checked
+    (``check_sentence``: ``EmptySentence`` for a blank text, ``TooLong`` for a single word
+    longer than the model reads)."""
+    if not text.strip():
+        raise EmptySentence(where)
+    document = split_document(translator, text)
+    for piece in document.encoded:
+        check_sentence(piece, translator.source_limit, where, word=True)
+    return document
+
+
 def translate_document(translator, text: str, language: Optional[str] = None,
-                       max_sentence_tokens: Optional[int] = None, **options) -> DocumentTranslation:
+                       max_sentence_tokens: Optional[int] = None,
+                       on_split: Optional[Callable[[SplitDocument], None]] = None, **options) -> DocumentTranslation:
     """Translate ``text``, keeping its paragraphs and line breaks; all its sentences in one
-    call of ``translator.translate``, which ``options`` go to (beam, progress, ...)."""
+    call of ``translator.translate``, which ``options`` go to (beam, progress, ...).
+    ``on_split(document)`` is told the pieces before they are translated (a progress bar's total)."""
     document = split_document(translator, text, language, max_sentence_tokens, options.get("max_len_b"))
+    if on_split is not None:
+        on_split(document)
     translations = translator.translate(document.pieces, encoded=document.encoded, **options) if document.pieces else []
     return document.assemble(translations)

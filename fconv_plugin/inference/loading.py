@@ -124,18 +124,19 @@ def trained_source_lengths(task) -> Optional["numpy.ndarray"]:
     return numpy.concatenate(lengths) if lengths else None
 
 
-def trained_sentence_cut(lengths: Optional["numpy.ndarray"], max_len_b: int, source_limit: int) -> int:
-    """The longest piece (source tokens with </s>) a document's sentence is cut into: as long
-    as ``TRAINED_LENGTH_PERCENTILE`` percent of the training sources, where the data-bin has
-    them (on the quickstart's model, 162-word sentences looped at the old 200 tokens and
-    read well at this percentile: docs/usage.md); never past the generation's length bound
-    (``max(16, --max-len-b)``), so no translation is cut off, nor past what the model reads."""
+def trained_sentence_cut(lengths: Optional["numpy.ndarray"], max_len_b: int) -> int:
+    """The longest piece (source tokens with </s>) a document's sentence is cut into by
+    default: as long as ``TRAINED_LENGTH_PERCENTILE`` percent of the training sources, where
+    the data-bin has them (on the quickstart's model, 162-word sentences looped at the old
+    200 tokens and read well at this percentile: docs/usage.md); never past the generation's
+    length bound (``max(16, --max-len-b)``), so no translation is cut off. What the model
+    reads bounds it too (``documents.cut_length``, the cut's one rule and clamp)."""
     import numpy
 
     cut = max(16, max_len_b)
     if lengths is not None and len(lengths):
         cut = min(cut, int(numpy.percentile(lengths, TRAINED_LENGTH_PERCENTILE, method="inverted_cdf")))
-    return max(2, min(cut, source_limit))
+    return cut
 
 
 @contextlib.contextmanager

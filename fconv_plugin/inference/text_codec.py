@@ -27,7 +27,7 @@ from fairseq.tokenizer import tokenize_line
 
 from fconv_onnx import moses_round_trip
 
-from ..errors import FConvError
+from ..errors import EmptySentence, FConvError, TooLong
 from ..modules.unk_replacement import attended_source_positions, replace_unknown_words
 from .results import Hypothesis, Translation
 
@@ -97,6 +97,19 @@ class TextCodec:
 def source_token_count(encoded: str) -> int:
     """Source tokens a line is after tokenizer and BPE, as the model reads it: its words and </s>."""
     return len(encoded.split()) + 1
+
+
+def check_sentence(encoded: str, limit: int, where: str = "the sentence", word: bool = False) -> int:
+    """The one check of a sentence the model is to read, after tokenizer and BPE: its source
+    tokens, or ``EmptySentence`` / ``TooLong`` (``word``: a document's piece that is a single
+    word). The core, the server and fairseq-interactive's input fix all check with it and
+    word its errors each in their own form."""
+    if not encoded.strip():
+        raise EmptySentence(where)
+    count = source_token_count(encoded)
+    if count > limit:
+        raise TooLong(where, count, limit, word)
+    return count
 
 
 def source_tokens(task, encoded: Sequence[str]) -> Tuple[List[torch.Tensor], List[int]]:

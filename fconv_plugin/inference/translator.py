@@ -7,16 +7,16 @@ replacement (``text_codec.py``), batching, generators, decoding and its processe
 fairseq-interactive's D- line for the same options; options live on the call, never on the model.
 """
 
-from dataclasses import replace
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple
 
-from ..errors import FConvError
-from .batch_session import BatchSession, GenerationOptions
-from .documents import translate_document
 from ..deployment.int8 import has_int8_weights
+from ..errors import FConvError
+from .batch_session import BatchSession
+from .documents import cut_length, translate_document
 from .loading import interactive_config, load_models, trained_sentence_cut, trained_source_lengths
+from .options import GenerationOptions, TranslationOptions
 from .results import DocumentTranslation, Translation
-from .text_codec import TextCodec, source_token_count
+from .text_codec import TextCodec, check_sentence, source_token_count
 
 
 class Translator:
@@ -35,17 +35,15 @@ class Translator:
     def __init__(self, cfg, name: str = "default", search: str = "vectorised", sentence_cut: Optional[int] = None):
         if search not in self.SEARCHES:
             raise FConvError(f"search {search!r}: give one of {', '.join(self.SEARCHES)}")
+        cut_length(sentence_cut, None)  # its rule, before the model loads
         self.name, self.search, self.cfg = name, search, cfg
         loaded = load_models(cfg)
         self.task, self.models, self.arch, self.device = loaded.task, loaded.models, loaded.arch, loaded.device
         self.codec = TextCodec(self.task, cfg)
         self.session = BatchSession(loaded, self.codec, cfg, search)
         self.defaults = GenerationOptions.from_cfg(cfg.generation)
-        if sentence_cut is not None and sentence_cut < 2:
-            raise FConvError(f"the sentence cut must be at least 2 tokens, got {sentence_cut}")
-        self.sentence_cut = (min(sentence_cut, self.source_limit) if sentence_cut is not None else
-                             trained_sentence_cut(trained_source_lengths(self.task), self.defaults.max_len_b,
-                                                  self.source_limit))
+        self.sentence_cut = cut_length(sentence_cut, self.source_limit, None if sentence_cut is not None else
+                                       trained_sentence_cut(trained_source_lengths(self.task), self.defaults.max_len_b))
 
     @classmethod
     def from_pretrained(cls, checkpoint: str, data: str, name: str = "default", search: str = "vectorised",
@@ -103,35 +101,35 @@ class Translator:
         """Source tokens an encoded line is, </s> included."""
         return source_token_count(encoded)
 
-    def translate(self, sentences: Sequence[str], *, alignment: bool = False, attention: bool = False,
-                  replace_unk: Union[None, bool, str, Dict[str, str]] = None, encoded: Optional[Sequence[str]] = None,
-                  decode: bool = True, max_tokens: Optional[int] = None, max_sentences: Optional[int] = None,
-                  progress: Optional[Callable[[int], None]] = None, workers: int = 1,
-                  still_wanted: Optional[Callable[[int], bool]] = None, **generation) -> List[Translation]:
+    def checked(self, sentence: str, where: str = "the sentence") -> str:
+        """``sentence`` encoded, checked as the model will read it (``EmptySentence``, ``TooLong``)."""
+        encoded = self.encode(sentence)
+        check_sentence(encoded, self.source_limit, where)
+        return encoded
+
+    def translate(self, sentences: Sequence[str], options: Optional[TranslationOptions] = None,
+                  encoded: Optional[Sequence[str]] = None, **asked) -> List[Translation]:
         """Translate each sentence; results in the order given.
 
-        ``generation``: ``beam``, ``nbest``, ``lenpen``, ``unkpen``, ``min_len``,
-        ``max_len_a``, ``max_len_b``, ``no_repeat_ngram_size`` (default: the translator's
-        options). ``alignment``: each hypothesis' (source, target) word pairs, as
-        ``--print-alignment``; ``attention``: every layer's weights and, for copying
-        models, p_gen; ``replace_unk``: None as the translator was built, False off, True
-        to copy source words, or a dictionary (file path or dict). ``encoded``: the
-        sentences after ``encode``, when the caller has them; ``decode=False``: each
-        hypothesis' text before ``decode`` (the model's tokens, fairseq-interactive's H
-        line), for a caller that decodes itself. ``progress(n)`` is called
+        ``options`` (``TranslationOptions``) or, by their names, ``asked``: ``beam``,
+        ``nbest``, ``lenpen``, ``unkpen``, ``min_len``, ``max_len_a``, ``max_len_b``,
+        ``no_repeat_ngram_size`` (default: the translator's options). ``alignment``: each
+        hypothesis' (source, target) word pairs, as ``--print-alignment``; ``attention``:
+        every layer's weights and, for copying models, p_gen; ``replace_unk``: None as the
+        translator was built, False off, True to copy source words, or a dictionary (file
+        path or dict). ``decode=False``: each hypothesis' text before ``decode`` (the model's
+        tokens, fairseq-interactive's H line), for a caller that decodes itself.
+        ``max_tokens``, ``max_sentences``: the bound of one batch. ``progress(n)`` is called
         after each batch with the number of sentences it translated. ``workers``: batches
         decoded side by side in that many processes of one CPU thread each (``workers.py``;
         Marian's ``--cpu-threads``), with the same translations as in one process.
         ``still_wanted(i)``: asked for each sentence (its index here) just before its batch
         is translated; one it answers False for leaves the batch and gets None (a server's
-        request whose client gave up; ``wanted_rows``).
+        request whose client gave up; ``wanted_rows``). ``encoded``: the sentences after
+        ``encode``, when the caller has them.
         """
-        options = replace(self.defaults, **generation)
-        options.check()
-        return self.session.translate(sentences, options, alignment=alignment, attention=attention,
-                                      replace_unk=replace_unk, encoded=encoded, decode=decode, max_tokens=max_tokens,
-                                      max_sentences=max_sentences, progress=progress, workers=workers,
-                                      still_wanted=still_wanted)
+        options = TranslationOptions.asked(self.defaults, **asked) if options is None else options.with_(**asked)
+        return self.session.translate(sentences, options, encoded)
 
     def close(self) -> None:
         """Stops the decoding processes, if any were started (``translate(workers=...)``)."""

@@ -158,18 +158,16 @@ def _http_basics(app: FastAPI, batcher: DynamicBatcher, cors_origins: Sequence[s
         return _error(error.status_code, f"{error.detail}: {request.method} {request.url.path}")
 
 
-def create_app(translators: Dict[str, Translator], default_model: str, default_beam: int,
-               batcher: DynamicBatcher, limits: Limits, api_keys: Optional[ApiKeys] = None,
-               cors_origins: Sequence[str] = (), translated_files: Optional[TranslatedFiles] = None) -> FastAPI:
+def create_app(translators: Dict[str, Translator], default_model: str, batcher: DynamicBatcher, limits: Limits,
+               api_keys: Optional[ApiKeys] = None, cors_origins: Sequence[str] = (), translated_files: Optional[TranslatedFiles] = None) -> FastAPI:
     """The app, routes alone; ``api_keys`` None leaves /translate open (for 127.0.0.1),
     ``cors_origins`` empty sends no CORS headers (browsers then refuse other sites' pages);
     ``translated_files`` keeps /translate_file's results (default: a new temporary directory)."""
-    served = ServedModels.of(translators, default_model, default_beam)  # the language pairs, once
+    served = ServedModels.of(translators, default_model)  # the language pairs, once
     service = TranslationService(served, batcher, limits, translated_files or TranslatedFiles())
 
     @asynccontextmanager
-    async def lifespan(app):
-        batcher.start()
+    async def lifespan(app):  # the batcher was started as the models loaded (main.load_models)
         yield
         service.stop()  # uvicorn has answered every request in flight (SIGTERM/SIGINT)
 

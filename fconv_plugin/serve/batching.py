@@ -122,8 +122,8 @@ class DynamicBatcher:
         self._loaded = threading.Event()
         self._load_error: Optional[BaseException] = None
         self.window = window
-        self.max_tokens = max_tokens
-        self.max_sentences = max_sentences
+        # the bound of one generation call (a round): the source tokens and sentences it takes
+        self.call_tokens, self.call_sentences = max_tokens, max_sentences
         self.max_queued_sentences = max_queued_sentences
         self.stats = BatchingStats()
         self.observers = []  # called with (round's sentences, tokens, seconds) after each generation call
@@ -159,7 +159,7 @@ class DynamicBatcher:
             if queued + len(job.lines) > self.max_queued_sentences:
                 self.stats.refused += 1
                 raise QueueFull(queued, self.max_queued_sentences, self._retry_after(queued))
-            job.chunks = chunks_of(job.encoded, self.max_tokens, self.max_sentences)
+            job.chunks = chunks_of(job.encoded, self.call_tokens, self.call_sentences)
             job.translations = [None] * len(job.lines)
             job.unfinished = len(job.chunks)
             self.stats.queued_sentences += len(job.lines)
@@ -205,7 +205,7 @@ class DynamicBatcher:
 
     def _round_is_full(self) -> bool:
         waiting = [job.chunks[0] for job in self._jobs if job.chunks]
-        return sum(end - start for start, end, _ in waiting) >= self.max_sentences
+        return sum(end - start for start, end, _ in waiting) >= self.call_sentences
 
     def _take_round(self, now: float) -> List[Tuple[Job, int, int, int]]:
         """Chunks for one round: one of each job in turn while the budget lasts. Jobs past
@@ -224,7 +224,7 @@ class DynamicBatcher:
                 if job not in self._jobs or not job.chunks:  # dropped, or all its chunks taken
                     continue
                 start, end, count = job.chunks[0]
-                if taken and (tokens + count > self.max_tokens or sentences + end - start > self.max_sentences):
+                if taken and (tokens + count > self.call_tokens or sentences + end - start > self.call_sentences):
                     continue
                 if not job.result.running() and not job.result.set_running_or_notify_cancel():
                     self._expire(job)  # its client gave up a moment ago

@@ -31,6 +31,7 @@ from . import language_id
 from .requests import Asked, BadRequest, Item, Limits, check_size, item_translations, job_of, text_item
 from .served import LANGUAGE_NAMES, ServedModels
 FIELDS = {"q", "source", "target", "format", "api_key", "alternatives"}
+EMPTY = "Invalid request: q holds an empty text"  # LibreTranslate's words for the core's EmptySentence
 RAW_TEXT_TAGS = ("script", "style")
 
 
@@ -155,8 +156,6 @@ def parse_libretranslate_request(fields: dict, served: ServedModels, limits: Lim
     texts = q if as_list else [q]
     if not texts or not all(isinstance(text, str) for text in texts):
         raise BadRequest(400, "Invalid request: q must be a text or a list of texts")
-    if not all(text.strip() for text in texts):
-        raise BadRequest(400, "Invalid request: q holds an empty text")
     check_size(texts, limits)
     detected = detected_source(texts, fields["target"], served) if fields["source"] == "auto" else None
     model = model_for(served, detected[0] if detected else fields["source"], fields["target"])
@@ -169,8 +168,8 @@ def parse_libretranslate_request(fields: dict, served: ServedModels, limits: Lim
     items: List[Item] = []
     for number, text in enumerate(texts, start=1):
         where = f"text {number}" if len(texts) > 1 else "the text"
-        parts = [part for translate, part in pieces[number - 1] if translate] if pieces else [text]
-        items += [text_item(translator, part.strip(), where, as_document=True) for part in parts]
+        parts = [part for translate, part in pieces[number - 1] if translate] if pieces and text.strip() else [text]
+        items += [text_item(translator, part.strip(), where, True, empty=EMPTY) for part in parts]
     return job_of(model, items, beam, nbest=alternatives + 1), Shape(as_list, pieces, detected, alternatives)
 
 

@@ -70,13 +70,10 @@ def _named_checkpoints(args):
     return named
 
 
-def main(argv=None) -> None:
-    import sys
-
-    compat.console.require_extra("fconv-serve", "serve", PARTS)  # before a model loads or a port opens
-    argv = with_plugin_user_dir(sys.argv[1:] if argv is None else argv)
+def read_options(argv):
+    """fairseq-interactive's options and the server's, parsed and checked: one line for the first problem."""
+    argv = with_plugin_user_dir(argv)
     from fairseq import options
-
 
     compat.install()  # one-line errors, safe loading, --replace-unk, input checks
     args = options.parse_args_and_arch(build_parser(), argv)
@@ -88,8 +85,6 @@ def main(argv=None) -> None:
                           ("--max-request-characters", args.max_request_characters)):
         if value < 1:
             raise FConvError(f"{option} must be at least 1, got {value}")
-    if args.max_sentence_tokens is not None and args.max_sentence_tokens < 2:
-        raise FConvError(f"--max-sentence-tokens must be at least 2, got {args.max_sentence_tokens}")
     if args.max_queue_sentences < args.max_request_sentences:
         raise FConvError(f"--max-queue-sentences {args.max_queue_sentences} is below --max-request-sentences "
                          f"{args.max_request_sentences}: the largest request could never be queued; raise it")
@@ -97,25 +92,36 @@ def main(argv=None) -> None:
         raise FConvError("--timeout must be positive and --batch-window-ms not negative")
     if args.path is None:
         raise FConvError("--path is required: the checkpoint to serve")
-    checkpoints = _named_checkpoints(args)
-    from .access import ApiKeys
+    return args
 
-    api_keys = ApiKeys.read(args.api_keys) if args.api_keys else None
+
+def configuration(args):
+    """The models' config (fairseq-interactive's, with the server's batches), the request
+    limits, the named checkpoints and the API keys."""
     from ..inference.loading import interactive_config
+    from .access import ApiKeys
+    from .requests import Limits
 
+    checkpoints = _named_checkpoints(args)
+    api_keys = ApiKeys.read(args.api_keys) if args.api_keys else None
     cfg = interactive_config(args)
     if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:
         # a round's sentences in batches of 32, sorted by length as fairseq batches them: a
         # request that expires leaves the round at the next batch (batching.py); on CPUs
         # smaller batches lose little, as they pad less
         cfg.dataset.batch_size = min(GENERATION_BATCH, args.max_batch_sentences)
+    limits = Limits(args.max_body_bytes, args.max_request_sentences, args.max_beam, args.timeout,
+                    args.max_request_characters)
+    return cfg, limits, checkpoints, api_keys
 
+
+def load_models(args, cfg, checkpoints):
+    """The batcher, started once: its generation thread loads every model (torch's threads
+    belong to the thread that first runs it: batching.DynamicBatcher), and the models."""
     from ..inference import Translator
-    from .app import create_app
     from .batching import DynamicBatcher
-    from .requests import Limits
 
-    def load_models():
+    def load():
         translators = {}
         for name, path in checkpoints.items():
             model_cfg = copy.deepcopy(cfg)
@@ -124,25 +130,35 @@ def main(argv=None) -> None:
             logging.getLogger("fconv_plugin.serve").info("fconv-serve: model %r: %s", name, translators[name].describe())
         return translators
 
-    limits = Limits(args.max_body_bytes, args.max_request_sentences, args.max_beam, args.timeout,
-                    args.max_request_characters)
-    # the models are loaded in the generation thread, which runs them (see DynamicBatcher)
-    batcher = DynamicBatcher(load_models, args.batch_window_ms / 1000.0, args.max_batch_tokens, args.max_batch_sentences,
+    batcher = DynamicBatcher(load, args.batch_window_ms / 1000.0, args.max_batch_tokens, args.max_batch_sentences,
                              args.max_queue_sentences)
-    translators = batcher.start()
-    app = create_app(translators, args.name, cfg.generation.beam, batcher, limits, api_keys, args.cors_origin)
+    return batcher, batcher.start()
 
-    if api_keys is None and args.host not in ("127.0.0.1", "localhost", "::1"):
+
+def run(app, args, keys_required: bool) -> None:
+    """uvicorn serving ``app``: on SIGTERM/SIGINT it stops accepting, answers the requests in
+    flight, then the app's shutdown ends the generation worker."""
+    if not keys_required and args.host not in ("127.0.0.1", "localhost", "::1"):
         logging.getLogger("fconv_plugin.serve").warning(
             "fconv-serve: listening on %s without --api-keys: anyone who reaches this port can translate; "
             "put a reverse proxy with TLS in front (docs/serving.md#in-front-of-people)", args.host)
-
     import uvicorn
 
-    # SIGTERM/SIGINT: uvicorn stops accepting, answers the requests in flight, then the
-    # app's shutdown ends the generation worker
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", timeout_graceful_shutdown=args.timeout + 5,
                 log_config=_log_config_without_keys(uvicorn.config.LOGGING_CONFIG))
+
+
+def main(argv=None) -> None:
+    import sys
+
+    compat.console.require_extra("fconv-serve", "serve", PARTS)  # before a model loads or a port opens
+    args = read_options(sys.argv[1:] if argv is None else argv)
+    cfg, limits, checkpoints, api_keys = configuration(args)
+    batcher, translators = load_models(args, cfg, checkpoints)
+    from .app import create_app
+
+    app = create_app(translators, args.name, batcher, limits, api_keys, args.cors_origin)
+    run(app, args, api_keys is not None)
 
 
 def _log_config_without_keys(config: dict) -> dict:

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 from urllib.parse import parse_qsl
 
-from ..inference import SplitDocument, Translation, Translator, split_document
+from ..errors import EmptySentence, TooLong
+from ..inference import SplitDocument, Translation, Translator
+from ..inference.documents import checked_document
 from .batching import Job
 from .served import ServedModels
 
@@ -19,7 +21,7 @@ from .served import ServedModels
 @dataclass
 class Limits:
     max_body_bytes: int = 65536
-    max_sentences: int = 64  # texts in one request; a document's sentences are queued in parts of this many
+    max_request_sentences: int = 64  # texts in one request; a document's sentences are queued in parts of this many
     max_beam: int = 20
     timeout: float = 30.0  # seconds a part of a request may wait for its translation
     max_characters: int = 50000  # in all the texts of one request
@@ -29,6 +31,17 @@ class BadRequest(Exception):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
+
+
+def refused(error, empty: str = None) -> BadRequest:
+    """The core's check of a text (``EmptySentence``, ``TooLong``) as the native API answers it:
+    422 "sentence 2 is empty" (or ``empty``, a protocol's own wording), 413 with what to do."""
+    if isinstance(error, EmptySentence):
+        return BadRequest(422 if empty is None else 400, str(error) if empty is None else empty)
+    if error.word:  # a single "word" of a document longer than the model reads
+        return BadRequest(413, f"{error.where} has a word of {error.count} tokens; the model reads at most {error.limit}")
+    return BadRequest(413, f"{error.where} has {error.count} tokens; the model reads at most {error.limit}; "
+                           'split it, or send "document": true to have it split into sentences')
 
 
 def read_request(body: bytes, content_type: str, query=(), form=None) -> dict:
@@ -88,7 +101,8 @@ def parse_translate_request(request: dict, served: ServedModels, limits: Limits)
         raise BadRequest(422, f'"model" must be a model\'s name, got {json.dumps(model)}')
     if model not in served.translators:
         raise BadRequest(404, f"no model named {model!r}; GET /models lists them")
-    beam = request.get("beam", served.default_beam)
+    translator = served.translators[model]
+    beam = request.get("beam", translator.defaults.beam)
     if type(beam) is not int or not 1 <= beam <= limits.max_beam:
         raise BadRequest(422, f'"beam" must be a whole number from 1 to {limits.max_beam}, got {json.dumps(beam)}')
     flags = {}
@@ -97,13 +111,8 @@ def parse_translate_request(request: dict, served: ServedModels, limits: Limits)
         if type(flags[flag]) is not bool:
             raise BadRequest(422, f'"{flag}" must be true or false, got {json.dumps(flags[flag])}')
     as_document = flags.pop("document")
-    translator = served.translators[model]
-    items: List[Item] = []
-    for number, text in enumerate(lines, start=1):
-        where = f"sentence {number}" if len(lines) > 1 else "the sentence"
-        if not text.strip():
-            raise BadRequest(422, f"{where} is empty")
-        items.append(text_item(translator, text.strip(), where, as_document))
+    items = [text_item(translator, text.strip(), f"sentence {number}" if len(lines) > 1 else "the sentence", as_document)
+             for number, text in enumerate(lines, start=1)]
     return job_of(model, items, beam, **flags)
 
 
@@ -111,8 +120,8 @@ def check_size(texts: List[str], limits: Limits, count_texts: bool = True) -> No
     """413 for more texts than --max-request-sentences (unless ``count_texts`` is False: a
     file's) or more characters than --max-request-characters; a document's sentences are
     not capped (they are queued in parts)."""
-    if count_texts and len(texts) > limits.max_sentences:
-        raise BadRequest(413, f"{len(texts)} sentences in one request; the limit is {limits.max_sentences} (--max-request-sentences); "
+    if count_texts and len(texts) > limits.max_request_sentences:
+        raise BadRequest(413, f"{len(texts)} sentences in one request; the limit is {limits.max_request_sentences} (--max-request-sentences); "
                               "send a document as one text")
     characters = sum(len(text) for text in texts)
     if characters > limits.max_characters:
@@ -135,22 +144,18 @@ def item_translations(asked: "Asked", translations: List[Translation]):
         start += len(item.pieces)
 
 
-def text_item(translator: Translator, text: str, where: str, as_document: bool) -> "Item":
+def text_item(translator: Translator, text: str, where: str, as_document: bool, empty: str = None) -> "Item":
     """One text of a request: a sentence, translated whole as fairseq-interactive translates
     a line; or, with ``"document": true`` or line breaks in it, a document (paragraphs and
-    lines kept, split into sentences, long ones at safe points: ``inference.documents``)."""
-    if not as_document and "\n" not in text and "\r" not in text:
-        encoded = translator.encode(text)
-        count = translator.token_count(encoded)
-        if count > translator.source_limit:
-            raise BadRequest(413, f"{where} has {count} tokens; the model reads at most {translator.source_limit}; "
-                                  'split it, or send "document": true to have it split into sentences')
-        return Item(None, [text], [encoded])
-    document = split_document(translator, text.replace("\r\n", "\n"))
-    for piece, piece_encoded in zip(document.pieces, document.encoded):
-        count = translator.token_count(piece_encoded)
-        if count > translator.source_limit:  # a single "word" longer than the model reads
-            raise BadRequest(413, f"{where} has a word of {count} tokens; the model reads at most {translator.source_limit}")
+    lines kept, split into sentences, long ones at safe points: ``inference.documents``).
+    The core checks it (``Translator.checked``, ``checked_document``); its errors are
+    answered by ``refused`` (``empty``: a protocol's own words for an empty text)."""
+    try:
+        if not as_document and "\n" not in text and "\r" not in text:
+            return Item(None, [text], [translator.checked(text, where)])
+        document = checked_document(translator, text.replace("\r\n", "\n"), where)
+    except (EmptySentence, TooLong) as error:
+        raise refused(error, empty) from None
     return Item(document, document.pieces, document.encoded)
 
 

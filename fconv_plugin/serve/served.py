@@ -20,24 +20,24 @@ LANGUAGE_NAMES = {
 
 @dataclass(frozen=True)
 class ServedModels:
-    """The translators by name, the default model and beam, and their language pairs."""
+    """The translators by name, the default model, and their language pairs (each model's
+    default beam is its translator's, ``Translator.defaults``: the one place it comes from)."""
 
     translators: Dict[str, Translator]
     default: str
-    default_beam: int
     pairs: Dict[Tuple[str, str], str] = field(default_factory=dict)  # (source, target) -> the first model for it
     sources: List[str] = field(default_factory=list)  # the languages read, sorted
     first_pair: Tuple[Optional[str], Optional[str]] = (None, None)  # the first model's named pair
 
     @classmethod
-    def of(cls, translators: Dict[str, Translator], default: str, default_beam: int) -> "ServedModels":
+    def of(cls, translators: Dict[str, Translator], default: str) -> "ServedModels":
         pairs: Dict[Tuple[str, str], str] = {}
         for name, translator in translators.items():
             source, target = translator.languages
             if source and target:
                 pairs.setdefault((source, target), name)
         sources = sorted({t.languages[0] for t in translators.values() if t.languages[0]})
-        return cls(translators, default, default_beam, pairs, sources, next(iter(pairs), (None, None)))
+        return cls(translators, default, pairs, sources, next(iter(pairs), (None, None)))
 
     def named_pairs(self) -> str:
         """The pairs as an error message names them: "es-en, de-en", or "no named pair"."""

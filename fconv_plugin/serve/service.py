@@ -61,7 +61,7 @@ class TranslationService:
         queue, and the round it is in at the round's next generation batch (batching.py),
         and no late DeadlinePassed is left unread."""
         translations: List[Translation] = []
-        for number, part in enumerate(job.parts(self.limits.max_sentences)):
+        for number, part in enumerate(job.parts(self.limits.max_request_sentences)):
             part.deadline = time.monotonic() + self.limits.timeout
             while True:
                 try:

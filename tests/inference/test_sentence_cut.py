@@ -3,11 +3,13 @@ data-bin that fairseq's own index writer made with hand-chosen lengths."""
 
 import random
 
+import pytest
 import torch
 from fairseq.data import indexed_dataset
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from fconv_plugin.inference.documents import split_document
+from fconv_plugin.errors import FConvError
+from fconv_plugin.inference.documents import cut_length, split_document
 from fconv_plugin.inference.loading import trained_sentence_cut, trained_source_lengths
 from tests.support import make_dictionary
 
@@ -38,16 +40,25 @@ def test_dictionaries_alone_give_no_lengths(tmp_path):
 
 
 def test_the_cut_is_the_90th_percentile_bounded_by_the_length_bound_and_the_model():
+    def cut(lengths, max_len_b, source_limit):
+        return cut_length(None, source_limit, trained_sentence_cut(lengths, max_len_b))
+
     lengths = list(range(1, 101))  # 90% of these are at most 90 long
-    assert trained_sentence_cut(lengths, max_len_b=200, source_limit=1024) == 90
+    assert cut(lengths, max_len_b=200, source_limit=1024) == 90
     rng = random.Random(3)
     shuffled = rng.sample(range(1000), 1000)
     ranked = sorted(shuffled)
-    assert trained_sentence_cut(shuffled, 2000, 5000) == ranked[899]  # the 900th of 1000
-    assert trained_sentence_cut(lengths, max_len_b=50, source_limit=1024) == 50  # no translation cut off
-    assert trained_sentence_cut(lengths, max_len_b=4, source_limit=1024) == 16
-    assert trained_sentence_cut(lengths, max_len_b=200, source_limit=30) == 30  # what the model reads
-    assert trained_sentence_cut(None, max_len_b=200, source_limit=1024) == 200  # no train split: the length bound
+    assert cut(shuffled, 2000, 5000) == ranked[899]  # the 900th of 1000
+    assert cut(lengths, max_len_b=50, source_limit=1024) == 50  # no translation cut off
+    assert cut(lengths, max_len_b=4, source_limit=1024) == 16
+    assert cut(lengths, max_len_b=200, source_limit=30) == 30  # what the model reads
+    assert cut(None, max_len_b=200, source_limit=1024) == 200  # no train split: the length bound
+    assert cut_length(12, 1024, 200) == 12 and cut_length(5000, 1024, 200) == 1024  # asked, within the model
+
+
+def test_a_cut_under_two_tokens_is_refused_in_one_line():
+    with pytest.raises(FConvError, match="^--max-sentence-tokens must be at least 2, got 1$"):
+        cut_length(1, None)
 
 
 class WordTranslator:
