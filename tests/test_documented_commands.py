@@ -64,6 +64,8 @@ RUN_ELSEWHERE = {
         "tests/examples/test_translate_your_data.py runs the script on a corpus laid out so, with UPDATES=40",
     ("your-data.md", "ARCH=fconv_gigaword UPDATES=20000"): "tests/examples/test_translate_your_data.py sets ARCH, UPDATES and BPE_MERGES",
     ("summarisation.md", "bash examples/summarise_debian/summarise.sh"): "tests/examples/test_summarise_debian.py (UPDATES=30)",
+    ("usage.md", "fairseq-train data-bin --user-dir fconv_plugin --arch fconv_iwslt_de_en --optimizer adam"):
+        "tests/cli/test_training_budget.py trains with --lr-scheduler time_budget --budget-minutes on the tiny task",
     ("summarisation.md", "UPDATES=1400 bash examples/summarise_debian/summarise.sh"): "tests/examples/test_summarise_debian.py sets UPDATES",
     ("summarisation.md", "CORPUS=my_pairs.tsv.xz bash"): "tests/examples/test_summarise_debian.py sets CORPUS to its own pairs",
 }
