@@ -23,6 +23,7 @@ import time
 from fairseq import trainer as fairseq_trainer
 from omegaconf import open_dict
 
+from ..errors import FConvError
 from ..optim.budget_plan import check_fractions, minutes_text, parse_minutes
 from ..optim.time_budget import NAME, TimeBudgetSchedule
 from ._patching import patch, running_cli_module
@@ -40,8 +41,6 @@ def check_options(args) -> None:
     decay = getattr(args, "decay_fraction", None)
     check_fractions(warmup, 1 - warmup if decay is None else decay)
     if getattr(args, "stop_min_lr", -1.0) >= 0:
-        from ..errors import FConvError
-
         raise FConvError("--stop-min-lr would stop a --lr-scheduler time_budget run as it starts (its warm-up "
                          "begins at 0) or as it ends; leave it out, the budget stops the run")
 
