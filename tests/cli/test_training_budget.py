@@ -9,7 +9,6 @@ import subprocess
 
 import pytest
 
-from fconv_plugin.optim.budget_plan import PAUSE_FACTOR  # noqa: F401  (the plan the runs use)
 from tests.support import checkpoint_updates, free_port, load_raw_checkpoint
 from tests.tasks import BIN_DIR, PLUGIN_DIR, SMALL_MODEL, run_tool
 
