@@ -90,7 +90,8 @@ mkdir -p "$work" && cd "$work"
 if [ "$length" = minutes ]; then
     echo "budget: $minutes minutes of training on this CPU, a speed probe's included; precision: $precision ($precision_reason)"
 else
-    echo "budget: ${updates:-the recipe's} updates$length_note; precision: $precision ($precision_reason)"
+    planned=${updates:-"the recipe's"}
+    echo "budget: $planned updates$length_note; precision: $precision ($precision_reason)"
 fi
 echo "recipe: $arch, chosen from the corpus (recipe.py, printed before training; knobs override); writing to $work"
 
@@ -137,6 +138,7 @@ r['updates'] = {'value': int(sys.argv[1]), 'why': f'what MINUTES={sys.argv[2]} b
 json.dump(r, open('recipe.json', 'w'), indent=1)" "$updates" "$minutes" "$train_minutes" "$(cut -f2 probe.tsv)"
 fi
 length_options 8
+progress_interval
 echo
 echo "  the recipe, chosen from this corpus's training split (recipe.json; set a knob to override):"
 python -c "import json, sys
@@ -148,13 +150,13 @@ if [ "$length" = minutes ]; then
 else
     plan="$updates updates"
 fi
-step "3/7 fairseq-train --arch $arch: $plan, $precision (progress every 100)"
+step "3/7 fairseq-train --arch $arch: $plan, $precision (progress every $log_every)"
 train_start=$(date +%s)
 fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_args[@]}" "${objective[@]}" \
     "${length_args[@]}" "${train_precision[@]}" --max-tokens "$max_tokens" --seed "$seed" --required-batch-size-multiple 1 \
     --validate-interval-updates "$(( (updates + 3) / 4 ))" --save-interval-updates "$(( (updates + 3) / 4 ))" \
     --keep-interval-updates 4 --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000 \
-    --log-format simple --log-interval 100 2>&1 | tee train.log | training_progress || true
+    --log-format simple --log-interval "$log_every" 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
 train_seconds=$(( $(date +%s) - train_start ))
 updates=$(updates_reached train.log)
