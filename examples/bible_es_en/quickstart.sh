@@ -124,6 +124,7 @@ if [ "$length" = minutes ]; then
     echo "  the speed probe: $(cut -f2 probe.tsv) s per update here, in ${probe_seconds} s; $train_minutes minutes left buy ~$updates updates"
 fi
 [ "$recipe" = adam ] && length_options 6 || length_args=()
+progress_interval
 validate_every=$(( (updates + validations - 1) / validations ))
 [ "$evaluate" = 0 ] && validate_every=$updates  # EVALUATE=0: one validation, at the end (it picks checkpoint_best.pt)
 if [ "$length" = minutes ]; then
@@ -132,7 +133,7 @@ else
     plan="$updates updates"
 fi
 step "5/8 fairseq-train --user-dir fconv_plugin --arch fconv_iwslt_de_en: $plan, recipe $recipe, $precision
-    (progress every 100 updates, validation BLEU every $validate_every)"
+    (progress every $log_every updates, validation BLEU every $validate_every)"
 fairseq-train data-bin --user-dir "$repo/fconv_plugin" "${model[@]}" "${optimiser[@]}" "${length_args[@]}" "${train_precision[@]}" \
     --seed "$seed" --required-batch-size-multiple 1 \
     --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" --keep-interval-updates 1 \
@@ -140,7 +141,7 @@ fairseq-train data-bin --user-dir "$repo/fconv_plugin" "${model[@]}" "${optimise
     --eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}' \
     --eval-bleu-detok moses --eval-bleu-remove-bpe \
     --best-checkpoint-metric bleu --maximize-best-checkpoint-metric \
-    --validate-interval 1000 --log-format simple --log-interval 100 2>&1 | tee train.log | training_progress || true
+    --validate-interval 1000 --log-format simple --log-interval "$log_every" 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
 reached=$(updates_reached train.log)
 trained="$reached updates"

@@ -10,6 +10,7 @@
 #     training_minutes           # MINUTES less the probe's time: sets train_minutes
 #     length_options 6           # the fairseq-train options, warming up over 1/6: sets length_args
 #     updates_reached train.log  # prints the updates the run reached
+#     progress_interval          # a progress line every tenth of the updates, 10 to 100: sets log_every
 
 choose_length() {
     local default_updates=$1 error
@@ -62,4 +63,8 @@ length_options() {  # length_options N: fairseq-train's options for UPDATES or M
 
 updates_reached() {  # the updates fairseq-train's log says the run ended at
     grep -o "num_updates [0-9]*\|num_updates=[0-9]*" "$1" | tail -n 1 | grep -o "[0-9]*$"
+}
+
+progress_interval() {  # a short run shows progress too: every tenth of $updates, at least 10 and at most 100 updates
+    log_every=$(( updates / 10 < 10 ? 10 : (updates / 10 > 100 ? 100 : updates / 10) ))
 }

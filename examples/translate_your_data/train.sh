@@ -175,7 +175,7 @@ validating="validation BLEU every $validate_every"
 if [ "$validations" = 1 ]; then
     validate_every=1000000 validating="validation BLEU at the end"  # fairseq validates and saves when the budget stops it
 fi
-log_every=$(( updates / 10 < 10 ? 10 : (updates / 10 > 100 ? 100 : updates / 10) ))
+progress_interval
 if [ "$length" = minutes ]; then
     plan="$train_minutes minutes (~$updates updates), learning rate annealed to 0 as they run out"
 else
