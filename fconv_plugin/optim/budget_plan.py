@@ -79,6 +79,7 @@ class BudgetPlan:
         self.starting = True  # the next interval includes a start (data, a resumed checkpoint)
         self.progress_at_start = 0.0  # the schedule's place until the first interval after a start
         self.finished = False
+        self.saved_finished_within: Optional[float] = None  # a loaded plan that had finished: its budget's seconds
 
     # --- the clock ---
 
@@ -210,12 +211,15 @@ class BudgetPlan:
         self.first_update_clock = state["first_update_seconds"]
         self.progress_at_start = float(state["progress"])
         self.starting, self.suspect, self.finished = True, None, False
+        self.saved_finished_within = float(state["budget_seconds"]) if state.get("finished") else None
 
     def spent_at_checkpoint(self) -> bool:
         """The saved plan's last update left no room for another under this budget (a finished run
         started again): read from the checkpoint's numbers, the same on every worker."""
         if not self.starting or self.update_clock is None or self.updates == 0:
             return False
+        if self.saved_finished_within is not None and self.seconds <= self.saved_finished_within:
+            return True  # it stopped for want of time (a validation's pause counted) within a budget no smaller
         per_update = self.seconds_per_update()
         return self.update_clock + (per_update or 0.0) > self.seconds or (
             self.max_updates is not None and self.updates >= self.max_updates)

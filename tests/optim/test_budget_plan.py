@@ -160,6 +160,19 @@ def test_a_finished_plan_started_again_has_nothing_to_train():
     assert not longer.spent_at_checkpoint()
 
 
+def test_a_plan_that_stopped_for_a_validation_is_spent_when_started_again():
+    plan = BudgetPlan(seconds=115.0)  # 8 s of validation after every 20 updates
+    run(plan, lambda u: 1.0, pause_at={u: 8.0 for u in range(20, 200, 20)})
+    assert plan.updates == 80 and plan.update_clock == 109.0  # stopped: update 81 and the validation before it do not fit
+    assert plan.update_clock + plan.seconds_per_update() < plan.seconds  # one update alone would still fit
+    again = BudgetPlan(seconds=115.0)
+    again.load_state_dict(plan.state_dict())
+    assert again.spent_at_checkpoint()  # the same budget: nothing more to train
+    longer = BudgetPlan(seconds=130.0)
+    longer.load_state_dict(plan.state_dict())
+    assert not longer.spent_at_checkpoint()
+
+
 def test_a_budget_the_first_update_overran_is_refused():
     plan = BudgetPlan(seconds=3.0)
     plan.record(0, 0.0)
