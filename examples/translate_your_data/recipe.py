@@ -17,7 +17,8 @@ The rules (docs/your-data.md has the measurements behind them):
 
 - BPE merges: one per word type seen at least 10 times in the training text, both sides
   (summarisation's rule; Sennrich and Zhang 2019: smaller vocabularies for smaller
-  corpora), rounded to 500, 1,000 to 32,000;
+  corpora), rounded to 500, 1,000 to 8,000 (on Debian en-de 10,000 merges trained 13%
+  slower per update than 8,000 and lost 0.36 BLEU to it in 60 minutes);
 - the model: the widest candidate whose updates reach what its width needs to pay
   (``NEEDS``: a wider model learns more per update but starts slower) and whose parameters
   the corpus can feed (at most ``PARAMETERS_PER_TOKEN`` per training token); else the
@@ -25,8 +26,8 @@ The rules (docs/your-data.md has the measurements behind them):
   could buy it its need at the last one's speed (``worth_probing``);
 - the batch: 3,000 tokens; with MINUTES, 2,000 where fewer than 1,500 updates fit (more,
   smaller steps);
-- dropout from the epochs the updates make: 0.1 up to 6, 0.2 up to 20, 0.3 beyond
-  (more passes over the same data need more of it);
+- dropout from the epochs the updates make: 0.1 up to 12, 0.2 up to 20, 0.3 beyond
+  (more passes over the same data need more of it; at 10.6 epochs 0.2 lost to 0.1);
 - Adam's peak learning rate: 0.003 up to 256 wide, 0.002 beyond.
 """
 
@@ -40,7 +41,7 @@ from typing import Dict, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 from recipe_rules import bpe_merges, given  # noqa: E402
 
-MIN_MERGES, MAX_MERGES = 1000, 32000
+MIN_MERGES, MAX_MERGES = 1000, 8000
 
 # name -> (embedding and layer width, encoder layers, decoder layers), kernel 3: the paper's
 # fconv_iwslt_de_en (w256) and sizes either side of it
@@ -50,12 +51,14 @@ CANDIDATES = {
     "w384": (384, 6, 4),
 }
 # updates (of 3,000 tokens) a candidate needs before its width pays over the next narrower one;
-# measured on one core (docs/your-data.md): on Debian en-de, w256's 271 updates in 5 minutes lost to
-# w128's, its 837 in 15 won by 0.5 BLEU; on en-es its 1,467 won by 0.4. w384's is a guess kept high.
+# measured on one core each (docs/your-data.md): on Debian en-de in 5 minutes, w256's 213 updates
+# scored 4.20 BLEU against w128's 428 (of 2,000 tokens) 5.01; in 15, w256's 1,141 (of 2,000) won by
+# 0.51 (20.75 against 20.24); on en-es in 15, its 2,118 won by 0.40 (25.70 against 25.30).
+# w384's is a guess kept high.
 NEEDS = {"w128": 0, "w256": 600, "w384": 4000}
 PARAMETERS_PER_TOKEN = 40  # en-es: w256's 27 per training token beat w128's
 SMALL_BATCH_BELOW = 1500
-DROPOUT_BY_EPOCHS = ((6, 0.1), (20, 0.2), (math.inf, 0.3))
+DROPOUT_BY_EPOCHS = ((12, 0.1), (20, 0.2), (math.inf, 0.3))
 
 
 def model_options(name: str) -> str:
@@ -108,9 +111,9 @@ def choose(train_tokens: int, updates_of: Dict[str, int], parameters: Dict[str, 
     epochs = steps * batch["value"] / max(train_tokens, 1)
     drop = given(dropout) if dropout is not None else {
         "value": dropout_for(epochs), "why": f"~{epochs:.1f} epochs ({steps} updates of {batch['value']} tokens over "
-                                            f"{train_tokens} training tokens): 0.1 up to 6, 0.2 up to 20, 0.3 beyond"}
+                                            f"{train_tokens} training tokens): 0.1 up to 12, 0.2 up to 20, 0.3 beyond"}
     width = CANDIDATES[name][0] if name in CANDIDATES else 256
-    rate = given(lr) if lr else {"value": 0.003 if width <= 256 else 0.002,
+    rate = given(lr) if lr is not None else {"value": 0.003 if width <= 256 else 0.002,
                                  "why": "Adam's peak: 0.003 up to 256 wide, 0.002 beyond"}
     options = ({"value": model_options(name), "why": f"{name}: the paper's fconv_iwslt_de_en at this width and depth"}
                if name in CANDIDATES else {"value": f"--arch {name}", "why": "given (ARCH)"})

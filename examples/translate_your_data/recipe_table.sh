@@ -4,6 +4,7 @@
 # corpora data/ ships (Debian's translated package descriptions, en-de and en-es: corpora/).
 #
 #   bash examples/translate_your_data/recipe_table.sh [MINUTES ...]     (default: 5 15 60)
+#   LANGS=de bash examples/translate_your_data/recipe_table.sh 15         (one corpus: de or es)
 #
 # For each corpus and budget the two runs go side by side, one CPU core each (taskset), so that
 # both see the same machine at the same time: about 3 hours for the default budgets. Everything
@@ -25,7 +26,9 @@ done
 DEFAULTS=(ARCH=fconv_iwslt_de_en BPE_MERGES=8000 MAX_TOKENS=3000 DROPOUT=0.1 LR=0.003)
 mkdir -p "$runs"
 declare -A sizes=([de]="--valid 1000 --test 2000" [es]="--valid 500 --test 1000")
-for lang in de es; do
+read -r -a langs <<< "${LANGS:-de es}"
+for lang in "${langs[@]}"; do
+    case "$lang" in de|es) ;; *) fail "LANGS holds de and es, got '$lang'";; esac
     # shellcheck disable=SC2086
     "$venv/bin/python" "$here/corpora/split.py" "$here/data/debian_en_$lang.tsv.xz" "$runs/corpus_$lang" ${sizes[$lang]}
 done
@@ -40,7 +43,7 @@ run() {  # run CORE NAME LANG MINUTES KNOBS...: train.sh pinned to one core
 
 echo "| corpus (training pairs) | minutes | recipe: model, merges, batch, dropout | updates | BLEU / chrF | defaults: updates | BLEU / chrF | recipe − defaults, BLEU |" > "$runs/table.md"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- |" >> "$runs/table.md"
-for lang in de es; do
+for lang in "${langs[@]}"; do
     for minutes in "${budgets[@]}"; do
         echo "=== en-$lang, $minutes minutes: the recipe on core 0, the defaults on core 1 ($(date +%H:%M))"
         run 0 "${lang}_${minutes}_recipe" "$lang" "$minutes" SEED=1 &

@@ -44,7 +44,7 @@ def test_a_longer_budget_takes_the_wider_model_once_its_updates_reach_its_need()
     hour = recipe.choose(DE_TOKENS, updates_in(59.5, {"w128": 0.655, "w256": 1.063, "w384": 2.4}), PARAMETERS, 3000)
     assert hour["model"]["value"] == "w256"  # w384's 1,487 updates are short of its 4,000
     assert hour["max tokens"]["value"] == 3000 and hour["expected updates"]["value"] == 3358
-    assert hour["dropout"]["value"] == 0.2  # 3,358 x 3,000 tokens: 10.6 epochs
+    assert hour["dropout"]["value"] == 0.1  # 3,358 x 3,000 tokens: 10.6 epochs
     faster = recipe.choose(DE_TOKENS, updates_in(59.5, {"w128": 0.2, "w256": 0.3, "w384": 0.6}), PARAMETERS, 3000)
     assert faster["model"]["value"] == "w384" and faster["lr"]["value"] == 0.002
 
@@ -59,7 +59,7 @@ def test_a_small_corpus_gets_more_dropout_and_no_model_it_cannot_feed():
 
 
 def test_dropout_follows_the_epochs():
-    assert [recipe.dropout_for(e) for e in (0.5, 6, 6.1, 20, 20.1, 300)] == [0.1, 0.1, 0.2, 0.2, 0.3, 0.3]
+    assert [recipe.dropout_for(e) for e in (0.5, 12, 12.1, 20, 20.1, 300)] == [0.1, 0.1, 0.2, 0.2, 0.3, 0.3]
 
 
 def test_updates_given_choose_by_that_number_and_keep_the_batch():
@@ -105,3 +105,9 @@ def test_the_corpus_and_model_stages_write_their_choices_for_the_shell(tmp_path)
 @pytest.mark.parametrize("lines", [["a"] * 5])
 def test_the_merge_rule_is_the_summaries(lines):
     assert recipe.bpe_merges(lines, recipe.MIN_MERGES, recipe.MAX_MERGES)["value"] == 1000
+
+
+def test_a_large_vocabulary_is_capped_at_the_quickstarts_merges():
+    lines = [" ".join(f"w{i}" for i in range(10_032))] * 10  # Debian en-de: 10,032 types seen at least 10 times
+    merges = recipe.bpe_merges(lines, recipe.MIN_MERGES, recipe.MAX_MERGES)
+    assert merges["value"] == 8000 and merges["why"].startswith("10032 word types occur at least 10 times")
