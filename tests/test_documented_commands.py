@@ -63,6 +63,8 @@ RUN_ELSEWHERE = {
     ("your-data.md", "bash examples/translate_your_data/train.sh de en corpus/train"):
         "tests/examples/test_translate_your_data.py runs the script on a corpus laid out so, with UPDATES=40",
     ("your-data.md", "ARCH=fconv_gigaword UPDATES=20000"): "tests/examples/test_translate_your_data.py sets ARCH, UPDATES and BPE_MERGES",
+    ("your-data.md", "MINUTES=30 bash examples/translate_your_data/train.sh"):
+        "tests/examples/test_translate_your_data.py runs the script with MINUTES=0.4",
     ("summarisation.md", "bash examples/summarise_debian/summarise.sh"): "tests/examples/test_summarise_debian.py (UPDATES=30)",
     ("usage.md", "fairseq-train data-bin --user-dir fconv_plugin --arch fconv_iwslt_de_en --optimizer adam"):
         "tests/cli/test_training_budget.py trains with --lr-scheduler time_budget --budget-minutes on the tiny task",

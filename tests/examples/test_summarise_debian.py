@@ -19,15 +19,51 @@ TINY_MODEL = ("--encoder-layers [(32,3)]*2 --decoder-layers [(32,3)]*2 --encoder
               "--decoder-embed-dim 32 --decoder-out-embed-dim 32")
 
 
-@pytest.fixture(scope="module")
-def tiny_corpus(tmp_path_factory):
-    root = tmp_path_factory.mktemp("summarise")
+def _first_pairs(root: Path, count: int):
+    """The shipped Debian corpus's first ``count`` pairs, as a corpus of its own in ``root``."""
     with lzma.open(EXAMPLE / "data" / "descriptions.tsv.xz", "rt", encoding="utf-8") as f:
-        rows = [next(f) for _ in range(700)]
-    corpus = root / "tiny.tsv.xz"
+        rows = [next(f) for _ in range(count)]
+    corpus = root / f"first_{count}.tsv.xz"
     with lzma.open(corpus, "wt", encoding="utf-8") as f:
         f.writelines(rows)
     return root, corpus
+
+
+@pytest.fixture(scope="module")
+def tiny_corpus(tmp_path_factory):
+    return _first_pairs(tmp_path_factory.mktemp("summarise"), 700)
+
+
+# A model that learns beats the lead (the first sentence cut to the typical summary's length) on ROUGE-1 and
+# ROUGE-L. Measured at this size (the corpus's first 4,000 pairs, LEARNING below; the recipe's 128-wide model) on
+# 2026-11-29, 2-core AMD EPYC, bf16: ROUGE-1/2/L 30.14/12.45/27.91 against the lead's 25.65/12.98/24.60, and
+# with LR=0, which learns nothing, 5.73/0.17/5.02. ROUGE-2 is not asserted: at this size the model is still
+# 0.5 short of the lead there (at full size it leads by 10.7). About half of the smaller gap is asked for.
+LEARNING = {"UPDATES": "1000", "VALID": "60", "TEST": "150", "CURVE": "0"}
+ROUGE_1_OVER_LEAD, ROUGE_L_OVER_LEAD = 2.0, 1.5
+
+
+@pytest.fixture(scope="module")
+def learning_corpus(tmp_path_factory):
+    return _first_pairs(tmp_path_factory.mktemp("summarise_learning"), 4000)
+
+
+def _summarise(corpus, work, **knobs):
+    env = {"PATH": f"{warm_commands.bin_dir()}:/usr/bin:/bin", "CORPUS": str(corpus), "WORK_DIR": str(work),
+           "VENV": str(warm_commands.venv_dir()), **knobs}
+    result = subprocess.run(["bash", EXAMPLE / "summarise.sh"], env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    match = re.search(r"ROUGE-1/2/L F1 ([\d.]+)/([\d.]+)/([\d.]+) vs lead ([\d.]+)/([\d.]+)/([\d.]+)$", result.stdout.strip())
+    assert match, result.stdout[-500:]
+    scores = [float(x) for x in match.groups()]
+    return scores[:3], scores[3:]
+
+
+@pytest.mark.long
+def test_the_model_beats_the_lead(learning_corpus):
+    root, corpus = learning_corpus
+    (rouge_1, _, rouge_l), (lead_1, _, lead_l) = _summarise(corpus, root / "run", **LEARNING)
+    assert rouge_1 >= lead_1 + ROUGE_1_OVER_LEAD and rouge_l >= lead_l + ROUGE_L_OVER_LEAD, (rouge_1, rouge_l, lead_1, lead_l)
 
 
 def test_prepare_keeps_each_source_package_in_one_split(tiny_corpus):
