@@ -22,7 +22,8 @@
 #                script); a WORK_DIR that exists and is not empty is refused, never wiped
 #   SEED=N       training seed (default 1)
 #   VALIDATIONS=N  validation BLEU N times along the training (default 4; the curve's points)
-#   EVALUATE=0   validate once, at the last update, and stop after training and its curve
+#   EVALUATE=0   stop after training and its curve, validating once, at the last update (VALIDATIONS=N:
+#                N times)
 #                (the benchmarks' --quick runs; default 1)
 #   VALID=N TEST=N  held-out verse pairs (defaults 300 and 500; the benchmarks' --quick
 #                runs hold out fewer, so that what reads the test verses is quick too)
@@ -126,7 +127,8 @@ fi
 [ "$recipe" = adam ] && length_options 6 || length_args=()
 progress_interval
 validate_every=$(( (updates + validations - 1) / validations ))
-[ "$evaluate" = 0 ] && validate_every=$updates  # EVALUATE=0: one validation, at the end (it picks checkpoint_best.pt)
+# EVALUATE=0 without VALIDATIONS: one validation, at the end (it picks checkpoint_best.pt)
+[ "$evaluate" = 0 ] && [ -z "${VALIDATIONS:-}" ] && validate_every=$updates
 if [ "$length" = minutes ]; then
     plan="$train_minutes minutes (~$updates updates), the learning rate annealed to 0 as they run out"
 else
