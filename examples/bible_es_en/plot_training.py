@@ -11,6 +11,7 @@ set at an update; the line's timestamp gives the wall time since training starte
 
 import re
 import sys
+import textwrap
 from datetime import datetime
 
 import matplotlib
@@ -82,7 +83,7 @@ def compare(runs, out_path, title):
     axis.set_ylim(bottom=0)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8, loc="lower right")
-    axis.set_title(title, fontsize=8)
+    axis.set_title(textwrap.fill(title, 110), fontsize=8)
     fig.tight_layout()
     fig.savefig(out_path)
 
