@@ -1,6 +1,6 @@
 """The quality job: each row of README.md's results table, re-run at full size and compared with its figure.
 
-    .venv/bin/python -m pytest -m quality -n 0 tests/quality     # about 80 minutes on 2 cores
+    .venv/bin/python -m pytest -m quality -n 0 tests/quality     # about 70 minutes on 2 cores
 
 Not part of the default run or CI (pytest.ini deselects the marker): the rows train for
 600 to 3,000 updates. A float32 row must come within 0.1 BLEU / chrF or 0.2 ROUGE of the
