@@ -11,7 +11,12 @@ For one architecture (random weights, bench_fconv.py's training batch, 2 threads
 4. the whole step eagerly and under torch.compile (inductor, static shapes), taking
    turns, with the compile time.
 
-    .venv/bin/python benchmarks/training_limits.py [--arch fconv_iwslt_de_en]
+``--bf16`` (a CPU with bfloat16 units) measures the mixed-precision step that
+``fairseq-train --cpu --bf16`` trains (``FConvModel.compute_in_``): part 1 becomes the
+step's self time by part (products, dropout, log-softmax, copies and casts, weight norm,
+zero fills, the rest), float32 and bfloat16 side by side, and parts 2-4 run in bfloat16.
+
+    .venv/bin/python benchmarks/training_limits.py [--arch fconv_iwslt_de_en] [--bf16]
     .venv/bin/python benchmarks/training_limits.py --quick    # parts 1-3 at few repetitions: checks that they run
 """
 
@@ -32,7 +37,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_fconv as b  # noqa: E402
 import harness  # noqa: E402
 
+from fconv_plugin import precision  # noqa: E402
+
 MATRIX_PRODUCTS = ("aten::conv_tbc", "aten::addmm", "aten::mm", "aten::bmm", "aten::addmm_", "aten::conv_tbc_backward")
+# the step's parts by operator (--bf16's table); what no part names is "the rest"
+PARTS = {
+    "matrix products (convolution taps, linear layers, attention)": MATRIX_PRODUCTS,
+    "dropout (its random mask and scaling)": ("aten::bernoulli_", "aten::div_"),
+    "log-softmax over the vocabulary, float32": ("aten::_log_softmax", "aten::_log_softmax_backward_data"),
+    "copies and casts": ("aten::copy_", "aten::_to_copy"),
+    "weight norm (w = g v / |v|)": ("aten::_weight_norm_interface", "aten::_weight_norm_interface_backward"),
+    "zero fills": ("aten::fill_", "aten::zero_"),
+}
 
 
 REPETITIONS = 20
@@ -50,15 +66,39 @@ def median_ms(fn, repetitions=None):
     return statistics.median(times) * 1e3
 
 
-def profile_step(model, batch):
+def profiled_events(model, batch, steps=3):
+    """The profiler's per-operator averages over ``steps`` training steps, after two untimed ones."""
     from torch.profiler import ProfilerActivity, profile
 
     for _ in range(2):
         b.training_step(model, *batch)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(3):
+        for _ in range(steps):
             b.training_step(model, *batch)
-    events = prof.key_averages()
+    return prof.key_averages()
+
+
+def ms_per_step_by_part(events, steps=3):
+    """Self time per step (ms) of each of PARTS, of the rest, and in all."""
+    by_part = {part: sum(e.self_cpu_time_total for e in events if e.key in ops) / steps / 1e3 for part, ops in PARTS.items()}
+    total = sum(e.self_cpu_time_total for e in events) / steps / 1e3
+    by_part["the rest"] = total - sum(by_part.values())
+    by_part["the whole step"] = total
+    return by_part
+
+
+def profile_by_part(models, batch):
+    """Part 1 under --bf16: float32's and bfloat16's profiles, part by part, side by side."""
+    parts = {name: ms_per_step_by_part(profiled_events(model, batch)) for name, model in models.items()}
+    fp32, bf16 = parts["float32"], parts["bfloat16"]
+    print("1. profile, self time per step (ms), float32 | bfloat16 | float32/bfloat16 | bfloat16 share:")
+    for part in fp32:
+        print(f"     {part:<62} {fp32[part]:8.1f} | {bf16[part]:8.1f} | {fp32[part] / max(bf16[part], 1e-9):5.2f}x"
+              f" | {bf16[part] / bf16['the whole step']:4.0%}")
+
+
+def profile_step(model, batch):
+    events = profiled_events(model, batch)
     total = sum(e.self_cpu_time_total for e in events)
     products = sum(e.self_cpu_time_total for e in events if e.key in MATRIX_PRODUCTS)
     print(f"1. profile: matrix products {products / total:.0%} of the step's self time; largest operators:")
@@ -66,11 +106,11 @@ def profile_step(model, batch):
         print(f"     {e.key:<36} {e.self_cpu_time_total / total:6.1%}")
 
 
-def convolutions(time_steps, batch, in_channels, out_channels, kernel):
-    x = torch.randn(time_steps, batch, in_channels, requires_grad=True)
-    w = torch.randn(kernel, in_channels, out_channels, requires_grad=True)
-    bias = torch.randn(out_channels, requires_grad=True)
-    grad = torch.randn(time_steps, batch, out_channels)
+def convolutions(time_steps, batch, in_channels, out_channels, kernel, dtype=torch.float32):
+    x = torch.randn(time_steps, batch, in_channels, dtype=dtype, requires_grad=True)
+    w = torch.randn(kernel, in_channels, out_channels, dtype=dtype, requires_grad=True)
+    bias = torch.randn(out_channels, dtype=dtype, requires_grad=True)
+    grad = torch.randn(time_steps, batch, out_channels, dtype=dtype)
     pad = kernel // 2
 
     def conv_tbc():
@@ -86,15 +126,15 @@ def convolutions(time_steps, batch, in_channels, out_channels, kernel):
 
     times = {name: median_ms(fn) for name, fn in (("conv_tbc", conv_tbc), ("conv1d", conv1d), ("unfolded", unfolded))}
     flops = 6 * time_steps * batch * kernel * in_channels * out_channels
-    print(f"2. convolution {time_steps}x{batch}x{in_channels} -> {out_channels}, k={kernel}, forward + backward: "
+    print(f"2. convolution {time_steps}x{batch}x{in_channels} -> {out_channels}, k={kernel}, {dtype}, forward + backward: "
           + ", ".join(f"{n} {t:.2f} ms ({flops / t / 1e6:.0f} GFLOP/s)" for n, t in times.items()))
 
 
-def between_products(time_steps, batch, channels):
-    a = torch.randn(time_steps, batch, 2 * channels, requires_grad=True)
-    r = torch.randn(time_steps, batch, channels, requires_grad=True)
-    x = torch.randn(time_steps, batch, channels, requires_grad=True)
-    grad = torch.randn(time_steps, batch, channels)
+def between_products(time_steps, batch, channels, dtype=torch.float32):
+    a = torch.randn(time_steps, batch, 2 * channels, dtype=dtype, requires_grad=True)
+    r = torch.randn(time_steps, batch, channels, dtype=dtype, requires_grad=True)
+    x = torch.randn(time_steps, batch, channels, dtype=dtype, requires_grad=True)
+    grad = torch.randn(time_steps, batch, channels, dtype=dtype)
     fused = torch.compile(lambda a, r: (F.glu(a, dim=-1) + r) * math.sqrt(0.5))
     times = {
         "GLU + residual, eager": median_ms(lambda: ((F.glu(a, dim=-1) + r) * math.sqrt(0.5)).backward(grad)),
@@ -102,7 +142,7 @@ def between_products(time_steps, batch, channels):
         "transpose to batch-major": median_ms(lambda: x.transpose(0, 1).contiguous().backward(grad.transpose(0, 1))),
         "dropout 0.1": median_ms(lambda: F.dropout(x, 0.1, True).backward(grad)),
     }
-    print(f"3. per block ({time_steps}x{batch}x{channels}), forward + backward: "
+    print(f"3. per block ({time_steps}x{batch}x{channels}, {dtype}), forward + backward: "
           + ", ".join(f"{n} {t:.3f} ms" for n, t in times.items()))
 
 
@@ -130,7 +170,10 @@ def main(argv=None):
     parser = harness.arguments(__doc__, run=False)
     parser.set_defaults(repeats=6)
     parser.add_argument("--arch", default="fconv_iwslt_de_en")
+    parser.add_argument("--bf16", action="store_true", help="the mixed-precision step (fairseq-train --cpu --bf16) beside float32's")
     args = harness.parse(parser, argv)
+    if args.bf16 and precision.bf16_units() is None:
+        parser.error("--bf16 needs a CPU with bfloat16 units (AMX-BF16 or AVX-512 BF16); this one has none")
     torch.set_num_threads(args.threads)
     if args.quick:
         REPETITIONS = 2
@@ -140,10 +183,16 @@ def main(argv=None):
     batch = b.training_batch(task)
     sentences, length = b.TRAIN_BATCH
     plan = model.encoder.plans[0]
+    dtype = torch.bfloat16 if args.bf16 else torch.float32
     print(f"{args.arch}, batch {sentences} x {length} tokens; {harness.machine()}")
-    profile_step(model, batch)
-    convolutions(length, sentences, plan.in_channels, 2 * plan.out_channels, plan.kernel_size)
-    between_products(length, sentences, plan.out_channels)
+    if args.bf16:
+        mixed = copy.deepcopy(model).compute_in_(torch.bfloat16)
+        profile_by_part({"float32": model, "bfloat16": mixed}, batch)
+        model = mixed
+    else:
+        profile_step(model, batch)
+    convolutions(length, sentences, plan.in_channels, 2 * plan.out_channels, plan.kernel_size, dtype)
+    between_products(length, sentences, plan.out_channels, dtype)
     if args.quick:
         print("4. training step under torch.compile: left out by --quick (compiling takes minutes)")
     else:

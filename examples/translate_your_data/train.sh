@@ -143,7 +143,7 @@ if [ "$length" = minutes ]; then
         done < <(python "$here/recipe.py" candidates --minutes "$minutes" --probe probe.tsv ${model_knob:+--model "$model_knob"})
         [ ${#probe[@]} -gt 0 ] || break
         probe_speed data-bin "${probe[@]}" >> probe.tsv
-        probe_seconds_total=$(python -c "import sys; print(float(sys.argv[1]) + float(sys.argv[2]))" "$probe_seconds_total" "$probe_seconds")
+        probe_seconds_total=$(python -c "import sys; print(round(float(sys.argv[1]) + float(sys.argv[2]), 1))" "$probe_seconds_total" "$probe_seconds")
     done
     probe_seconds=$probe_seconds_total
     awk -F'\t' '{ printf "  %-18s %.3f s per update, %.1f M parameters\n", $1, $2, $3 / 1e6 }' probe.tsv

@@ -51,3 +51,23 @@ def test_quick_mode_runs(name, quickstart_run):
                             env={**os.environ, "FCONV_QUICK_RUN": str(quickstart_run)})
     assert result.returncode == 0, f"{name} --quick failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert result.stdout.strip(), f"{name} --quick printed nothing"
+
+
+def test_the_bf16_profile_runs_where_the_cpu_has_the_units_and_is_refused_in_one_line_elsewhere():
+    from fconv_plugin import precision
+
+    result = subprocess.run([str(warm_commands.bin_dir() / "python"), str(ROOT / "benchmarks" / "training_limits.py"),
+                             "--quick", "--bf16"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    if precision.bf16_units() is None:
+        assert result.returncode == 2 and result.stderr.strip().splitlines()[-1].endswith(
+            "--bf16 needs a CPU with bfloat16 units (AMX-BF16 or AVX-512 BF16); this one has none"), result.stderr
+        return
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = {line.strip().split("  ")[0]: line for line in result.stdout.splitlines() if line.startswith("     ")}
+    parts = [part for part in rows if part in ("matrix products (convolution taps, linear layers, attention)",
+                                               "dropout (its random mask and scaling)", "the whole step")]
+    assert len(parts) == 3, result.stdout
+    # each row: float32 ms | bfloat16 ms | their ratio | bfloat16's share, the ratio the two times' own
+    fp32, bf16, ratio = re.search(r"([\d.]+) \|\s+([\d.]+) \|\s+([\d.]+)x", rows["the whole step"]).groups()
+    assert abs(float(fp32) / float(bf16) - float(ratio)) < 0.01 * float(ratio) + 0.006
+    assert "torch.bfloat16" in result.stdout  # parts 2 and 3 ran in bfloat16

@@ -69,6 +69,8 @@ def test_minutes_in_model_and_bleu_out_and_the_updates_that_rerun_it(corpus, tmp
     assert lines[0].startswith(f"budget: 0.4 minutes of training on this CPU, the speed probe's included; precision: {chosen} (")
     assert lines[1].startswith("recipe: chosen from the corpus and the minutes (recipe.py")
     assert "the recipe (recipe.json; set a knob to override):" in result.stdout
+    # the probe's seconds summed over its rounds, to a tenth (a float sum printed 18.799999999999997)
+    assert any(re.fullmatch(r"  the probe took \d+\.\d s: [\d.]+ minutes are left for training", line) for line in lines)
     assert [line.split(":")[0] for line in lines if "Dictionary:" in line] == ["[es] Dictionary", "[en] Dictionary"]
     # progress lines give the minutes spent and left
     progress = [line for line in lines if line.startswith("epoch") and "num_updates=" in line]
