@@ -52,6 +52,7 @@ PARTS = {
 
 
 REPETITIONS = 20
+PROFILED_STEPS = 3  # the training steps a profile averages over
 
 
 def median_ms(fn, repetitions=None):
@@ -66,22 +67,22 @@ def median_ms(fn, repetitions=None):
     return statistics.median(times) * 1e3
 
 
-def profiled_events(model, batch, steps=3):
-    """The profiler's per-operator averages over ``steps`` training steps, after two untimed ones."""
+def profiled_events(model, batch):
+    """The profiler's per-operator totals over PROFILED_STEPS training steps, after two untimed ones."""
     from torch.profiler import ProfilerActivity, profile
 
     for _ in range(2):
         b.training_step(model, *batch)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(steps):
+        for _ in range(PROFILED_STEPS):
             b.training_step(model, *batch)
     return prof.key_averages()
 
 
-def ms_per_step_by_part(events, steps=3):
+def ms_per_step_by_part(events):
     """Self time per step (ms) of each of PARTS, of the rest, and in all."""
-    by_part = {part: sum(e.self_cpu_time_total for e in events if e.key in ops) / steps / 1e3 for part, ops in PARTS.items()}
-    total = sum(e.self_cpu_time_total for e in events) / steps / 1e3
+    by_part = {part: sum(e.self_cpu_time_total for e in events if e.key in ops) / PROFILED_STEPS / 1e3 for part, ops in PARTS.items()}
+    total = sum(e.self_cpu_time_total for e in events) / PROFILED_STEPS / 1e3
     by_part["the rest"] = total - sum(by_part.values())
     by_part["the whole step"] = total
     return by_part
@@ -186,7 +187,7 @@ def main(argv=None):
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     print(f"{args.arch}, batch {sentences} x {length} tokens; {harness.machine()}")
     if args.bf16:
-        mixed = copy.deepcopy(model).compute_in_(torch.bfloat16)
+        mixed = b.with_bf16({"plugin": model})["plugin bf16"]  # bench_fconv's mixed-precision copy
         profile_by_part({"float32": model, "bfloat16": mixed}, batch)
         model = mixed
     else:
