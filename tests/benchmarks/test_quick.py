@@ -71,3 +71,14 @@ def test_the_bf16_profile_runs_where_the_cpu_has_the_units_and_is_refused_in_one
     fp32, bf16, ratio = re.search(r"([\d.]+) \|\s+([\d.]+) \|\s+([\d.]+)x", rows["the whole step"]).groups()
     assert abs(float(fp32) / float(bf16) - float(ratio)) < 0.01 * float(ratio) + 0.006
     assert "torch.bfloat16" in result.stdout  # parts 2 and 3 ran in bfloat16
+
+
+def test_the_float32_accumulation_patch_still_applies_as_docs_performance_md_says():
+    """docs/performance.md decides float32 accumulation by runs with this patch applied; it must
+    still apply to the model, or the page's command no longer reruns them."""
+    patch = ROOT / "benchmarks" / "float32_accumulation.patch"
+    result = subprocess.run(["git", "apply", "--check", "--verbose", str(patch)], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    touched = set(re.findall(r"^\+\+\+ b/(\S+)", patch.read_text(), flags=re.M))
+    assert touched == {"fconv_plugin/modules/conv_block.py", "fconv_plugin/modules/weight_norm.py"}, touched
+    assert "benchmarks/float32_accumulation.patch" in (ROOT / "docs" / "performance.md").read_text()
