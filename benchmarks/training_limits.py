@@ -38,6 +38,7 @@ import bench_fconv as b  # noqa: E402
 import harness  # noqa: E402
 
 from fconv_plugin import precision  # noqa: E402
+from fconv_plugin.errors import FConvError  # noqa: E402
 
 MATRIX_PRODUCTS = ("aten::conv_tbc", "aten::addmm", "aten::mm", "aten::bmm", "aten::addmm_", "aten::conv_tbc_backward")
 # the step's parts by operator (--bf16's table); what no part names is "the rest"
@@ -173,8 +174,11 @@ def main(argv=None):
     parser.add_argument("--arch", default="fconv_iwslt_de_en")
     parser.add_argument("--bf16", action="store_true", help="the mixed-precision step (fairseq-train --cpu --bf16) beside float32's")
     args = harness.parse(parser, argv)
-    if args.bf16 and precision.bf16_units() is None:
-        parser.error("--bf16 needs a CPU with bfloat16 units (AMX-BF16 or AVX-512 BF16); this one has none")
+    if args.bf16:
+        try:
+            precision.check_cpu_bf16(precision.bf16_units(), "--bf16")  # training's own refusal
+        except FConvError as refusal:
+            parser.error(str(refusal))
     torch.set_num_threads(args.threads)
     if args.quick:
         REPETITIONS = 2

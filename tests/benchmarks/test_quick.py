@@ -60,7 +60,8 @@ def test_the_bf16_profile_runs_where_the_cpu_has_the_units_and_is_refused_in_one
                              "--quick", "--bf16"], cwd=ROOT, capture_output=True, text=True, timeout=900)
     if precision.bf16_units() is None:
         assert result.returncode == 2 and result.stderr.strip().splitlines()[-1].endswith(
-            "--bf16 needs a CPU with bfloat16 units (AMX-BF16 or AVX-512 BF16); this one has none"), result.stderr
+            "--bf16 on the CPU needs bfloat16 units (AMX-BF16 or AVX-512 BF16) and this CPU has none (bfloat16 would run "
+            "many times slower than float32 here); drop --bf16 to run in float32"), result.stderr
         return
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = {line.strip().split("  ")[0]: line for line in result.stdout.splitlines() if line.startswith("     ")}
