@@ -7,20 +7,28 @@ planned for ``--max-update``). For the plugin's budget (``optim/time_budget.py``
 - the options are checked as they are read, before anything is written: a budget that is
   not a number of minutes above 0, fractions that do not fit, ``--stop-min-lr`` (it would
   end the warm-up's first update);
-- before each of the scheduler's steps the trainer hands it its clock,
-  ``Trainer.cumulative_training_time`` (what checkpoints keep, so a resumed run continues
-  it; under torchrun the workers' mean, so every worker plans the same update);
-- after each update, when the plan has no room for another (counting the validation
-  fairseq is about to run), ``--max-update`` is set to this update, so fairseq stops the
-  way it always does: it validates and saves once more, outside the budget, timed and
-  said apart; a first update that alone overran the budget is refused before that save;
+- after each update, as fairseq is about to validate and save, the trainer's clock is read
+  once, ``Trainer.cumulative_training_time`` (what checkpoints keep, so a resumed run
+  continues it; under torchrun the workers' mean, so every worker decides the same), with
+  whether a validation or save is due (fairseq's own rules), and the scheduler's
+  ``after_update`` sets the next update's learning rate from it and says whether that
+  update happens;
+- when none does, ``--max-update`` is set to this update, so fairseq stops the way it
+  always does: it validates and saves once more, outside the budget, timed and said apart;
+  a first update that alone overran the budget is refused before that save; a validation
+  and save due when only an update without them still fits are left to those final ones;
+- the budget's outcome (``OUTCOME_FILE`` in the save directory: updates, seconds, the last
+  learning rate, why it stopped) is written once the final save is done, for scripts to read;
 - a finished budgeted run started again trains nothing.
 """
 
+import json
 import logging
+import os
+import tempfile
 import time
 
-from fairseq import trainer as fairseq_trainer
+from fairseq.distributed import utils as distributed_utils
 from omegaconf import open_dict
 
 from ..errors import FConvError
@@ -30,6 +38,8 @@ from ._patching import patch, running_cli_module
 from ._workers import from_every_worker
 
 logger = logging.getLogger(__name__)
+
+OUTCOME_FILE = "time_budget.json"
 
 
 def check_options(args) -> None:
@@ -53,54 +63,73 @@ def _checking_options(convert):
     return convert_namespace_to_omegaconf
 
 
-def _plan_of(trainer):
+def _budget_of(trainer):
     scheduler = trainer.lr_scheduler
-    return scheduler.plan if isinstance(scheduler, TimeBudgetSchedule) else None
+    return scheduler if isinstance(scheduler, TimeBudgetSchedule) else None
 
 
-def _stepping_on_the_trainers_clock(lr_step_update):
-    def lr_step_update_on_the_clock(self):
-        scheduler = self.lr_scheduler
-        if isinstance(scheduler, TimeBudgetSchedule):
-            scheduler.read_clock(self.cumulative_training_time())
-        return lr_step_update(self)
-
-    return lr_step_update_on_the_clock
+def _plan_of(trainer):
+    scheduler = _budget_of(trainer)
+    return None if scheduler is None else scheduler.plan
 
 
-def validates_now(cfg, num_updates: int, epoch: int, end_of_epoch: bool) -> bool:
-    """Whether fairseq's ``validate_and_save`` validates after this update (its own rule, short of a stop)."""
+def pause_due(cfg, num_updates: int, epoch: int, end_of_epoch: bool) -> bool:
+    """Whether fairseq's ``validate_and_save`` validates or saves after this update (its own rules, short of
+    a stop): the pause the budget's decision counts."""
     dataset, checkpoint = cfg.dataset, cfg.checkpoint
-    if dataset.disable_validation or num_updates < dataset.validate_after_updates:
-        return False
-    saves_now = checkpoint.save_interval_updates > 0 and num_updates % checkpoint.save_interval_updates == 0
-    return ((end_of_epoch and epoch % dataset.validate_interval == 0) or (not end_of_epoch and saves_now)
-            or (dataset.validate_interval_updates > 0 and num_updates % dataset.validate_interval_updates == 0))
+    saves = (end_of_epoch and epoch % checkpoint.save_interval == 0) or (
+        checkpoint.save_interval_updates > 0 and num_updates > 0 and num_updates % checkpoint.save_interval_updates == 0
+        and num_updates >= dataset.validate_after_updates)
+    validates = (
+        ((not end_of_epoch and saves) or (end_of_epoch and epoch % dataset.validate_interval == 0)
+         or (dataset.validate_interval_updates > 0 and num_updates > 0
+             and num_updates % dataset.validate_interval_updates == 0))
+        and not dataset.disable_validation and num_updates >= dataset.validate_after_updates)
+    return validates or (saves and not checkpoint.no_save)
 
 
 def _stopping_when_the_budget_is_spent(validate_and_save):
     def validate_and_save_on_budget(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch):
-        plan = _plan_of(trainer)
+        scheduler = _budget_of(trainer)
+        if scheduler is None or scheduler.plan.finished:
+            return validate_and_save(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch)
         updates = trainer.get_num_updates()
-        if plan is None or plan.finished or (plan.max_updates is not None and updates >= plan.max_updates):
-            return validate_and_save(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch)
-        plan.record(updates, trainer.cumulative_training_time())
+        decision = scheduler.after_update(updates, float(trainer.cumulative_training_time()),  # a tensor under torchrun
+                                          pause_due(cfg, updates, epoch_itr.epoch, end_of_epoch))
+        plan = scheduler.plan
         plan.check_first_update()
-        if not plan.out_of_time(pause_now=validates_now(cfg, updates, epoch_itr.epoch, end_of_epoch)):
+        if decision.stop is None and decision.pause_left_to_the_end:
+            scheduler.pauses_left_to_the_end += 1
+            logger.info("fconv_plugin: the validation and save due after update %d are left to the final ones: "
+                        "with them no further update would fit, without them one does", updates)
+            return [None], False
+        if decision.stop is None:
             return validate_and_save(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch)
-        plan.finish()
-        stops = from_every_worker(updates)  # under torchrun, said once: only the first worker's INFO is logged
-        workers = "" if len(stops) == 1 else f" on {len(stops)} of {len(stops)} workers, at updates {stops}"
-        logger.info("fconv_plugin: the budget is spent%s: %s; by updates, --max-update %d reruns it; "
-                    "the final validation and save follow, outside the budget", workers, plan.summary(), updates)
-        with open_dict(cfg):
-            cfg.optimization.max_update = updates  # fairseq's own stop: validate, save, end
+        if decision.stop == "time":
+            stops = from_every_worker(updates)  # under torchrun, said once: only the first worker's INFO is logged
+            workers = "" if len(stops) == 1 else f" on {len(stops)} of {len(stops)} workers, at updates {stops}"
+            logger.info("fconv_plugin: the budget is spent%s: %s; by updates, --max-update %d reruns it; "
+                        "the final validation and save follow, outside the budget", workers, plan.summary(), updates)
+            with open_dict(cfg):
+                cfg.optimization.max_update = updates  # fairseq's own stop: validate, save, end
         started = time.time()
         result = validate_and_save(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch)
-        logger.info("fconv_plugin: final validation and save: %.1f s", time.time() - started)
+        final_seconds = time.time() - started
+        logger.info("fconv_plugin: final validation and save: %.1f s", final_seconds)
+        if distributed_utils.is_master(cfg.distributed_training) and not cfg.checkpoint.no_save:
+            write_outcome(cfg.checkpoint.save_dir, scheduler.outcome(decision, final_seconds))
         return result
 
     return validate_and_save_on_budget
+
+
+def write_outcome(save_dir: str, outcome: dict) -> None:
+    """``OUTCOME_FILE`` in ``save_dir``, replaced whole (a reader never sees half of it)."""
+    os.makedirs(save_dir, exist_ok=True)
+    handle, scratch = tempfile.mkstemp(prefix=".time_budget.", dir=save_dir)
+    with os.fdopen(handle, "w") as file:
+        json.dump(outcome, file, indent=1)
+    os.replace(scratch, os.path.join(save_dir, OUTCOME_FILE))
 
 
 def _not_training_a_spent_budget(train_one_epoch):
@@ -116,7 +145,6 @@ def _not_training_a_spent_budget(train_one_epoch):
 
 
 def install() -> None:
-    patch(fairseq_trainer.Trainer, "lr_step_update", "training_budget", _stepping_on_the_trainers_clock)
     train_cli = running_cli_module("fairseq_cli.train")
     if train_cli is not None:
         patch(train_cli, "convert_namespace_to_omegaconf", "training_budget", _checking_options)

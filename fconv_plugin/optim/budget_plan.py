@@ -4,29 +4,35 @@ Budgeted training (Li, Yumer and Ramanan, *Budgeted Training*, ICLR 2020): a sch
 that anneals to its end value exactly as the budget runs out beats one planned for
 another length, most of all for small budgets, and linear decay is robust. How many
 updates a budget buys is not known in advance (the CPU, its load, the pauses for
-validation), so the plan is re-estimated from the clock after every update:
+validation), so after every update one reading of the clock decides (``BudgetPlan.decide``):
 
     seconds per update = median of the recent training intervals
                          + the pauses so far (validation, saving, a new epoch) spread over the updates so far
-    remaining updates  = (budget - clock) // seconds per update
+    remaining updates  = updates_that_fit(budget - clock - the pause due now, seconds per update)
     progress           = updates / (updates + remaining)
 
-The learning rate rises linearly over the warm-up fraction of the run, holds, then falls
-linearly over the decay fraction to its end value, which the last update's step sets
-(the last update itself runs one step above it, as fairseq's ``polynomial_decay`` does).
-Training stops when no further update fits in the budget. An interval over
-``PAUSE_FACTOR`` times the typical one is a pause; two such in a row are the machine
-slowing down, and join the typical intervals.
+The same reading sets the next update's learning rate and says whether that update
+happens: when none fits, the progress is 1, so the learning rate set after the last
+update is the end value exactly (as fairseq's ``polynomial_decay`` leaves it), and the run
+stops. The learning rate rises linearly over the warm-up fraction of the run, holds, then
+falls linearly over the decay fraction. A pause due now (a validation, a save) that would
+leave no room for one more update, where one more fits without it, is left to the final
+validation and save, which come after the stop anyway: the budget is used to its end.
+An interval over ``PAUSE_FACTOR`` times the typical one is a pause; two such in a row are
+the machine slowing down, and join the typical intervals.
 
 Only the clock readings it is given decide, so workers that read the same clock (fairseq's
 trainer aggregates it over data-parallel workers) plan the same updates. Nothing here
 knows fairseq: ``optim/time_budget.py`` is its scheduler, ``compat/training_budget.py`` its
-clock and its stop.
+clock and its stop. ``updates_that_fit`` is also what the examples' recipes call to turn
+minutes into updates.
 """
 
+import enum
 import math
 import statistics
 from collections import deque
+from dataclasses import dataclass
 from typing import Dict, Optional
 
 from ..errors import FConvError
@@ -58,8 +64,47 @@ def minutes_text(seconds: float) -> str:
     return f"{seconds / 60:.2f} min ({seconds:.1f} s)"
 
 
+def updates_that_fit(seconds_left: float, seconds_per_update: float, typical_interval: Optional[float] = None) -> int:
+    """How many updates ``seconds_left`` buys at ``seconds_per_update`` (pauses spread in); one more where the
+    pauses spread over the run are not all still to come and one typical update still fits."""
+    if seconds_left <= 0 or seconds_per_update <= 0:
+        return 0
+    fit = math.floor(seconds_left / seconds_per_update)
+    if fit == 0 and typical_interval is not None and seconds_left >= typical_interval:
+        return 1
+    return fit
+
+
+def learning_rate(progress: float, peak: float, end: float, warmup: float, decay: float) -> float:
+    """The learning rate at ``progress`` (0 to 1) of the run: linear warm-up from 0 to ``peak``, hold, then
+    linear decay to ``end``, reached at progress 1."""
+    if progress < warmup:
+        return peak * progress / warmup
+    if progress < 1 - decay:
+        return peak
+    return end + (peak - end) * max(0.0, (1 - progress) / decay)
+
+
+class Phase(enum.Enum):
+    STARTING = "starting"  # the next interval includes a start (a resumed checkpoint's loading): not the pace
+    RUNNING = "running"
+    FINISHED = "finished"  # no further update fits: the run stops at this update
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one reading of the clock after an update decides."""
+
+    updates: int  # updates done
+    clock: float  # the reading, seconds of training
+    remaining: Optional[int]  # further updates that fit (None: the pace not yet known)
+    progress: float  # the run's fraction done, which sets the next update's learning rate
+    pause_left_to_the_end: bool  # a pause due now is left to the final validation and save
+    stop: Optional[str]  # None (train on), "time" (no further update fits) or "max_update"
+
+
 class BudgetPlan:
-    """The plan for ``seconds`` of training: record each update's clock, ask progress and stop."""
+    """The plan for ``seconds`` of training: after each update, ``decide`` from the clock."""
 
     def __init__(self, seconds: float, warmup: float = 0.1, decay: Optional[float] = None,
                  max_updates: Optional[int] = None):
@@ -67,6 +112,7 @@ class BudgetPlan:
         check_fractions(warmup, decay)
         self.seconds, self.warmup, self.decay = float(seconds), warmup, decay
         self.max_updates = max_updates or None
+        self.phase = Phase.STARTING
         self.updates = 0  # updates done
         self.clock: Optional[float] = None  # the latest reading of the training clock
         self.update_clock: Optional[float] = None  # the reading at the latest new update
@@ -76,10 +122,12 @@ class BudgetPlan:
         self.pause_seconds = 0.0  # beyond the typical interval, summed
         self.pauses = 0
         self.suspect: Optional[float] = None  # the last interval, when it looked like a pause
-        self.starting = True  # the next interval includes a start (data, a resumed checkpoint)
-        self.progress_at_start = 0.0  # the schedule's place until the first interval after a start
-        self.finished = False
+        self.progress = 0.0  # the latest decision's place in the run (a resumed plan's saved one until the pace is read)
         self.saved_finished_within: Optional[float] = None  # a loaded plan that had finished: its budget's seconds
+
+    @property
+    def finished(self) -> bool:
+        return self.phase is Phase.FINISHED
 
     # --- the clock ---
 
@@ -87,10 +135,12 @@ class BudgetPlan:
         """The training clock (seconds, counting from the budget's start) after ``updates`` updates."""
         self.clock = clock
         if updates == self.updates + 1 and self.update_clock is not None:
-            if self.starting:
-                self.starting = False  # a start's interval (data loading, a resume) says nothing of the pace
+            if self.phase is Phase.STARTING:
+                self.phase = Phase.RUNNING  # a start's interval (data loading, a resume) says nothing of the pace
             else:
                 self._measure(clock - self.update_clock)
+        if self.update_clock is None:  # the first reading: the interval to the next one is the pace
+            self.phase = Phase.RUNNING
         if updates != self.updates or self.update_clock is None:
             self.updates, self.update_clock = updates, clock
             if updates >= 1 and self.first_update_clock is None:
@@ -127,54 +177,44 @@ class BudgetPlan:
         """A validation's pause as measured so far (0 before the first)."""
         return self.pause_seconds / self.pauses if self.pauses else 0.0
 
-    # --- the plan ---
+    # --- the decision ---
 
     def remaining_updates(self, pause_now: bool = False) -> Optional[int]:
-        """Updates that still fit (None before the pace is known); ``pause_now``: a validation comes first."""
+        """Updates that still fit (None before the pace is known); ``pause_now``: a pause comes first."""
         if self.finished:
             return 0
         per_update = self.seconds_per_update()
         if per_update is None or self.clock is None:
             return None
         left = self.seconds - self.clock - (self.expected_pause() if pause_now else 0.0)
-        remaining = max(math.floor(left / per_update), 0) if left > 0 else 0
-        if remaining == 0 and left >= self.typical_interval():
-            remaining = 1  # the pauses spread over the run are not all still to come: one more fits
+        remaining = updates_that_fit(left, per_update, self.typical_interval())
         if self.max_updates is not None:
             remaining = min(remaining, max(self.max_updates - self.updates, 0))
         return remaining
 
-    def planned_updates(self) -> Optional[int]:
-        remaining = self.remaining_updates()
-        return None if remaining is None else self.updates + remaining
-
-    def progress(self) -> float:
-        """The run's fraction done, 0 to 1, as the plan now stands."""
+    def decide(self, updates: int, clock: float, pause_due: bool = False) -> Decision:
+        """One reading of the clock after ``updates`` updates, with a pause (validation, save) due now or not:
+        the next update's progress (its learning rate) and whether it happens, from the same numbers."""
         if self.finished:
-            return 1.0
-        planned = None if self.starting else self.planned_updates()
-        if planned is None:
-            return self.progress_at_start
-        return 1.0 if planned == 0 else min(self.updates / planned, 1.0)
-
-    def lr_factor(self, progress: Optional[float] = None) -> float:
-        """Where the learning rate stands between its end value (0) and its peak (1); warm-up rises from 0."""
-        progress = self.progress() if progress is None else progress
-        if progress < self.warmup:
-            return progress / self.warmup
-        if progress < 1 - self.decay:
-            return 1.0
-        return max(0.0, (1 - progress) / self.decay)
-
-    def in_warmup(self, progress: float) -> bool:
-        return progress < self.warmup
-
-    def out_of_time(self, pause_now: bool = False) -> bool:
-        """No further update fits (the pace known), or the budget is spent (it is not)."""
-        remaining = self.remaining_updates(pause_now)
-        if remaining is None:
-            return self.clock is not None and self.clock >= self.seconds
-        return remaining == 0
+            return Decision(self.updates, self.clock or clock, 0, 1.0, False, "time")
+        self.record(updates, clock)
+        remaining = self.remaining_updates()
+        left_to_the_end = False
+        if pause_due and remaining:
+            with_pause = self.remaining_updates(pause_now=True)
+            left_to_the_end = with_pause == 0
+            remaining = remaining if left_to_the_end else with_pause
+        if remaining is None:  # the pace is not known yet: the saved (or starting) place, unless the clock is out
+            stop = "time" if clock >= self.seconds else None
+            progress = 1.0 if stop else self.progress
+        else:
+            at_max = self.max_updates is not None and self.updates >= self.max_updates
+            stop = ("max_update" if at_max else "time") if remaining == 0 else None
+            progress = 1.0 if remaining == 0 else min(self.updates / (self.updates + remaining), 1.0)
+        if stop:
+            self.phase = Phase.FINISHED
+        self.progress = progress
+        return Decision(self.updates, clock, remaining, progress, left_to_the_end, stop)
 
     def check_first_update(self) -> None:
         """Refuse a budget that the first update alone overran, before anything is saved."""
@@ -182,9 +222,6 @@ class BudgetPlan:
             raise FConvError(
                 f"--budget-minutes {self.seconds / 60:g} ({self.seconds:.1f} s) is less than one update takes here: "
                 f"the first ended at {self.first_update_clock:.1f} s of training; give more minutes (no checkpoint was written)")
-
-    def finish(self) -> None:
-        self.finished = True
 
     def summary(self) -> str:
         spent = self.update_clock if self.update_clock is not None else 0.0
@@ -196,7 +233,7 @@ class BudgetPlan:
         return {
             "budget_seconds": self.seconds, "updates": self.updates, "trained_seconds": self.update_clock,
             "intervals": list(self.intervals), "timed_updates": self.timed_updates,
-            "pause_seconds": self.pause_seconds, "pauses": self.pauses, "progress": self.progress(),
+            "pause_seconds": self.pause_seconds, "pauses": self.pauses, "progress": self.progress,
             "first_update_seconds": self.first_update_clock, "finished": self.finished,
         }
 
@@ -209,17 +246,17 @@ class BudgetPlan:
         self.timed_updates = int(state["timed_updates"])
         self.pause_seconds, self.pauses = float(state["pause_seconds"]), int(state["pauses"])
         self.first_update_clock = state["first_update_seconds"]
-        self.progress_at_start = float(state["progress"])
-        self.starting, self.suspect, self.finished = True, None, False
+        self.progress = float(state["progress"])
+        self.phase, self.suspect = Phase.STARTING, None
         self.saved_finished_within = float(state["budget_seconds"]) if state.get("finished") else None
 
     def spent_at_checkpoint(self) -> bool:
         """The saved plan's last update left no room for another under this budget (a finished run
         started again): read from the checkpoint's numbers, the same on every worker."""
-        if not self.starting or self.update_clock is None or self.updates == 0:
+        if self.phase is not Phase.STARTING or self.update_clock is None or self.updates == 0:
             return False
         if self.saved_finished_within is not None and self.seconds <= self.saved_finished_within:
-            return True  # it stopped for want of time (a validation's pause counted) within a budget no smaller
+            return True  # it stopped for want of time within a budget no smaller
         per_update = self.seconds_per_update()
         return self.update_clock + (per_update or 0.0) > self.seconds or (
             self.max_updates is not None and self.updates >= self.max_updates)

@@ -3,11 +3,12 @@
     fairseq-train ... --user-dir fconv_plugin --lr-scheduler time_budget --budget-minutes 30 \\
         --warmup-fraction 0.1 --decay-fraction 0.9 --end-learning-rate 0
 
-The plan (``budget_plan.BudgetPlan``) sets the learning rate after every update from the
-trainer's clock (fairseq's cumulative training time, which checkpoints keep and data-parallel
-workers share), and training stops when no further update fits; the final validation and
-save come after and are reported apart (``compat/training_budget.py`` gives the clock and
-makes the stop). ``--max-update`` still applies: whichever ends first. The plan's numbers
+After every update one reading of the trainer's clock (fairseq's cumulative training time,
+which checkpoints keep and data-parallel workers share) decides, through the plan
+(``budget_plan.BudgetPlan.decide``), both the next update's learning rate and whether it
+happens: training stops when no further update fits, with the end value set; the final
+validation and save come after and are reported apart (``compat/training_budget.py`` gives
+the clock, the pause due, and makes the stop). ``--max-update`` still applies: whichever ends first. The plan's numbers
 (updates reached, seconds spent, the pace) are the scheduler's state in every checkpoint.
 """
 
@@ -20,7 +21,7 @@ from fairseq.optim.lr_scheduler import LR_SCHEDULER_REGISTRY, FairseqLRScheduler
 from omegaconf import II
 
 from ..errors import FConvError
-from .budget_plan import BudgetPlan, parse_minutes
+from .budget_plan import BudgetPlan, Decision, learning_rate, parse_minutes
 
 NAME = "time_budget"
 
@@ -52,28 +53,47 @@ class TimeBudgetSchedule(FairseqLRScheduler):
         self.peak, self.end = cfg.lr[0], cfg.end_learning_rate
         self.plan = BudgetPlan(parse_minutes(cfg.budget_minutes) * 60, cfg.warmup_fraction, cfg.decay_fraction,
                                cfg.max_update)
-        self._clock: Optional[float] = None
+        self._last_stepped: Optional[int] = None  # the update count of fairseq's latest step_update
+        self._undecided = 0  # new updates stepped since the latest decision
+        self.pauses_left_to_the_end = 0  # validations and saves left to the final ones
         self.optimizer.set_lr(0.0)
 
-    def read_clock(self, seconds: float) -> None:
-        """The trainer's training clock, given before each ``step_update`` (compat/training_budget.py)."""
-        self._clock = seconds
+    def learning_rate(self, progress: float) -> float:
+        return learning_rate(progress, self.peak, self.end, self.plan.warmup, self.plan.decay)
+
+    def after_update(self, num_updates: int, clock: float, pause_due: bool = False) -> Decision:
+        """The one reading of the trainer's clock after an update (compat/training_budget.py gives it, with
+        whether a validation or save is due): sets the next update's learning rate, the end value where
+        none follows, and says whether it happens."""
+        decision = self.plan.decide(num_updates, clock, pause_due)
+        self.optimizer.set_lr(self.learning_rate(decision.progress))
+        self._undecided = 0
+        return decision
 
     def step_update(self, num_updates):
-        if self._clock is None:
-            if num_updates == 0:  # the trainer's own step as it builds the scheduler: not started
-                return self.optimizer.get_lr()
-            raise FConvError("--lr-scheduler time_budget runs in fairseq-train with --user-dir fconv_plugin "
-                             "(its host fixes give it the trainer's clock)")
-        self.plan.record(num_updates, self._clock)
-        progress = self.plan.progress()
-        factor = self.plan.lr_factor(progress)
-        lr = self.peak * factor if self.plan.in_warmup(progress) else self.end + (self.peak - self.end) * factor
-        self.optimizer.set_lr(lr)
+        """fairseq's step after each update: the learning rate stays the one the latest decision set (this
+        update trained with it); the minutes spent and left go to fairseq's log."""
+        if self._last_stepped is not None and num_updates == self._last_stepped + 1:  # a new update (not a load)
+            self._undecided += 1
+            if self._undecided > 1:
+                raise FConvError("--lr-scheduler time_budget runs in fairseq-train with --user-dir fconv_plugin "
+                                 "(its host fixes give it the trainer's clock after each update)")
+        self._last_stepped = num_updates
         spent = self.plan.clock or 0.0
         metrics.log_scalar("spent_min", spent / 60, weight=0, priority=310, round=2)
         metrics.log_scalar("left_min", max(self.plan.seconds - spent, 0.0) / 60, weight=0, priority=320, round=2)
         return self.optimizer.get_lr()
+
+    def outcome(self, decision: Decision, final_seconds: float) -> dict:
+        """What the budget reached, as scripts read it (compat/training_budget.py writes it beside the checkpoints)."""
+        plan = self.plan
+        return {
+            "stopped_for": decision.stop, "updates": plan.updates, "trained_seconds": plan.update_clock,
+            "budget_seconds": plan.seconds, "last_lr": self.optimizer.get_lr(), "end_learning_rate": self.end,
+            "pauses": plan.pauses, "pause_seconds": plan.pause_seconds,
+            "pauses_left_to_the_end": self.pauses_left_to_the_end, "typical_update_seconds": plan.typical_interval(),
+            "final_validation_and_save_seconds": final_seconds,
+        }
 
     def step(self, epoch, val_loss=None):
         super().step(epoch, val_loss)

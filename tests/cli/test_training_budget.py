@@ -4,11 +4,14 @@ The clock checked against is fairseq's own (the checkpoint's ``previous_training
 not the plan's; the schedule itself is tested under a fake clock in tests/optim."""
 
 import hashlib
+import json
 import re
+import statistics
 import subprocess
 
 import pytest
 
+from fconv_plugin.compat.training_budget import OUTCOME_FILE
 from tests.support import checkpoint_updates, free_port, load_raw_checkpoint
 from tests.tasks import BIN_DIR, PLUGIN_DIR, SMALL_MODEL, run_tool
 
@@ -59,6 +62,30 @@ def test_a_budgeted_run_ends_within_its_budget_anneals_and_says_what_it_reached(
     # progress lines give the minutes spent and left
     progress = re.findall(r"spent_min=([0-9.]+), left_min=([0-9.]+)", log)
     assert progress and all(float(s) + float(l) == pytest.approx(0.25, abs=0.011) for s, l in progress)
+    # the outcome, for scripts, beside the checkpoints: the checkpoint's own numbers
+    outcome = json.loads((save_dir / OUTCOME_FILE).read_text())
+    assert outcome["stopped_for"] == "time" and outcome["updates"] == updates
+    assert outcome["trained_seconds"] == state["trained_seconds"] and outcome["budget_seconds"] == budget
+    assert outcome["last_lr"] == outcome["end_learning_rate"] == 0.0
+
+
+def test_validations_inside_the_budget_anneal_to_a_nonzero_end_value_and_end_in_its_last_2_percent(word_task, tmp_path):
+    """A validation every 15 updates, inside the budget: the last one that would leave no room for an
+    update is left to the final validation, and the learning rate set after the last update is the end value."""
+    _, data_bin = word_task
+    save_dir = tmp_path / "checkpoints"
+    budget = 0.25 * 60
+    result = run_tool(*budget_command(data_bin, save_dir, 0.25, "--validate-interval-updates", "15",
+                                      "--end-learning-rate", "1e-5"))
+    log = result.stdout + result.stderr
+    state, _, checkpoint = budget_state(save_dir / "checkpoint_last.pt")
+    assert checkpoint["last_optimizer_state"]["param_groups"][0]["lr"] == 1e-5
+    assert len(re.findall(r"\| valid on 'valid' subset \|", log)) >= 3  # validations inside the budget, and the final one
+    assert state["pauses"] >= 2 and state["finished"] is True
+    typical = statistics.median(state["intervals"])
+    assert 0.98 * budget - typical <= state["trained_seconds"] <= 1.03 * budget
+    outcome = json.loads((save_dir / OUTCOME_FILE).read_text())
+    assert outcome["last_lr"] == outcome["end_learning_rate"] == 1e-5 and outcome["updates"] == state["updates"]
 
 
 def test_a_resumed_budget_continues_its_clock_and_a_finished_one_trains_nothing(word_task, tmp_path):
