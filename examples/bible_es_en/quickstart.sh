@@ -120,8 +120,7 @@ model=(--arch fconv_iwslt_de_en --max-tokens 3000)
 if [ "$length" = minutes ]; then
     probe_speed data-bin fconv_iwslt_de_en "$(printf '%q ' "${model[@]}" "${optimiser[@]}" "${train_precision[@]}")" > probe.tsv
     training_minutes
-    updates=$(python -c "import sys; print(max(1, int(float(sys.argv[1]) * 60 / float(sys.argv[2]))))" \
-        "$train_minutes" "$(cut -f2 probe.tsv)")
+    updates=$(updates_that_fit "$train_minutes" "$(cut -f2 probe.tsv)")
     echo "  the speed probe: $(cut -f2 probe.tsv) s per update here, in ${probe_seconds} s; $train_minutes minutes left buy ~$updates updates"
 fi
 [ "$recipe" = adam ] && length_options 6 || length_args=()
@@ -149,7 +148,7 @@ reached=$(updates_reached train.log)
 trained="$reached updates"
 if [ "$length" = minutes ]; then
     trained="$reached updates in $train_minutes minutes (UPDATES=$reached reruns them anywhere)"
-    echo "  $(grep -o "the budget is spent.*of training (budget" train.log | sed 's/^the //; s/ (budget$//')"
+    echo "  $(budget_outcome checkpoints "$updates")"
 fi
 python "$here/plot_training.py" train.log training.png "fconv_iwslt_de_en, Bible es-en, $trained, $recipe, $precision"
 

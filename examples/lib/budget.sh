@@ -9,8 +9,12 @@
 #                                # speed_probe.py; sets probe_seconds
 #     training_minutes           # MINUTES less the probe's time: sets train_minutes
 #     length_options 6           # the fairseq-train options, warming up over 1/6: sets length_args
+#     updates_that_fit M S       # prints the updates M minutes buy at S s per update (the budget's own rule)
+#     budget_outcome checkpoints [EXPECTED]
+#                                # prints what a MINUTES run reached, from the file fconv_plugin writes
+#                                # beside the checkpoints at the stop (time_budget.json), against EXPECTED
 #     updates_reached train.log  # prints the updates the run reached
-#     progress_interval          # a progress line every tenth of the updates, 10 to 100: sets log_every
+#     progress_interval          # a progress line every tenth of the updates, 1 to 100: sets log_every
 
 choose_length() {
     local default_updates=$1 error
@@ -61,10 +65,32 @@ length_options() {  # length_options N: fairseq-train's options for UPDATES or M
     fi
 }
 
+updates_that_fit() {  # updates_that_fit MINUTES SECONDS_PER_UPDATE: at least 1
+    python -c "import sys
+from fconv_plugin.optim.budget_plan import updates_that_fit
+print(max(1, updates_that_fit(float(sys.argv[1]) * 60, float(sys.argv[2]))))" "$1" "$2"
+}
+
+budget_outcome() {  # budget_outcome SAVE_DIR [EXPECTED_UPDATES]: one line on what the budget reached
+    python - "$1/time_budget.json" "${2:-}" <<'PY'
+import json, sys
+outcome = json.load(open(sys.argv[1]))
+why = {"time": "no further update fitted", "max_update": "--max-update came first"}[outcome["stopped_for"]]
+line = (f"budget spent: {outcome['updates']} updates in {outcome['trained_seconds'] / 60:.2f} of "
+        f"{outcome['budget_seconds'] / 60:.2f} minutes ({why}), the learning rate ended at {outcome['last_lr']:g}")
+if sys.argv[2]:
+    expected = int(sys.argv[2])
+    line += f"; the speed probe expected {expected}: {100 * (outcome['updates'] - expected) / expected:+.1f}%"
+if outcome["pauses_left_to_the_end"]:
+    line += f"; {outcome['pauses_left_to_the_end']} validation(s) near the end left to the final one"
+print(line)
+PY
+}
+
 updates_reached() {  # the updates fairseq-train's log says the run ended at
     grep -o "num_updates [0-9]*\|num_updates=[0-9]*" "$1" | tail -n 1 | grep -o "[0-9]*$"
 }
 
-progress_interval() {  # a short run shows progress too: every tenth of $updates, at least 10 and at most 100 updates
-    log_every=$(( updates / 10 < 10 ? 10 : (updates / 10 > 100 ? 100 : updates / 10) ))
+progress_interval() {  # a short run shows progress too (a busy machine's fewer updates as well): every tenth of $updates, 1 to 100
+    log_every=$(( updates / 10 < 1 ? 1 : (updates / 10 > 100 ? 100 : updates / 10) ))
 }

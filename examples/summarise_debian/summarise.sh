@@ -130,8 +130,7 @@ if [ "$length" = minutes ]; then
     probe_speed data-bin "$arch" "$(printf '%q ' --arch "$arch" "${arch_args[@]}" "${objective[@]}" --max-tokens "$max_tokens" \
         "${train_precision[@]}")" > probe.tsv
     training_minutes
-    updates=$(python -c "import sys; print(max(1, int(float(sys.argv[1]) * 60 / float(sys.argv[2]))))" \
-        "$train_minutes" "$(cut -f2 probe.tsv)")
+    updates=$(updates_that_fit "$train_minutes" "$(cut -f2 probe.tsv)")
     python -c "import json, sys
 r = json.load(open('recipe.json'))
 r['updates'] = {'value': int(sys.argv[1]), 'why': f'what MINUTES={sys.argv[2]} buy: {sys.argv[3]} minutes of training after the speed probe, at {sys.argv[4]} s per update'}
@@ -159,8 +158,9 @@ fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_ar
     --log-format simple --log-interval "$log_every" 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
 train_seconds=$(( $(date +%s) - train_start ))
+expected_updates=$updates
 updates=$(updates_reached train.log)
-[ "$length" = minutes ] && echo "  $(grep -o "the budget is spent.*of training (budget" train.log | sed 's/^the //; s/ (budget$//')"
+[ "$length" = minutes ] && echo "  $(budget_outcome checkpoints "$expected_updates")"
 
 generate() {  # [checkpoint=C] generate SUBSET OUT extra-options...: detokenised summaries, one per line, in order
     local subset=$1 out=$2

@@ -41,6 +41,8 @@ from typing import Dict, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 from recipe_rules import bpe_merges, given  # noqa: E402
 
+from fconv_plugin.optim.budget_plan import updates_that_fit  # noqa: E402  (the budget's own rule)
+
 MIN_MERGES, MAX_MERGES = 1000, 8000
 
 # name -> (embedding and layer width, encoder layers, decoder layers), kernel 3: the paper's
@@ -131,7 +133,7 @@ def worth_probing(minutes: float, measured: Dict[str, Dict]) -> list:
         return [name for name in order[:2] if name not in measured]
     widest = max(measured, key=lambda name: CANDIDATES[name][0])
     wider = [name for name in order if CANDIDATES[name][0] > CANDIDATES[widest][0]]
-    if wider and minutes * 60 / measured[widest]["seconds"] >= NEEDS[wider[0]]:
+    if wider and updates_that_fit(minutes * 60, measured[widest]["seconds"]) >= NEEDS[wider[0]]:
         return wider[:1]
     return []
 
@@ -182,7 +184,7 @@ def main(argv=None) -> int:
         tokens = train_tokens(args.work, args.src, args.tgt)
         if args.minutes is not None:
             measured = read_probe(args.probe)
-            updates_of = {name: int(args.minutes * 60 / m["seconds"]) for name, m in measured.items()}
+            updates_of = {name: updates_that_fit(args.minutes * 60, m["seconds"]) for name, m in measured.items()}
             parameters = {name: m["parameters"] for name, m in measured.items()}
         else:
             updates_of = {name: args.updates for name in ([args.model] if args.model else CANDIDATES)}

@@ -192,8 +192,7 @@ fairseq-train data-bin --user-dir "$repo/fconv_plugin" "${model_args[@]}" "${tra
     --log-format simple --log-interval "$log_every" 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || { tail -n 20 train.log; fail "fairseq-train failed (log: $work/train.log)"; }
 reached=$(updates_reached train.log)
-budget_line=$(grep -o "the budget is spent.*reruns it" train.log | sed 's/; by updates, --max-update [0-9]* reruns it//' || true)
-[ -n "$budget_line" ] && echo "  ${budget_line#the }"
+[ "$length" = minutes ] && echo "  $(budget_outcome checkpoints "$expected_updates")"
 
 test_lines=$(wc -l < test.tok.$src)
 step "6/7 fairseq-generate --beam 5 on $test_lines test sentences, detokenise, sacreBLEU"
@@ -204,11 +203,13 @@ grep '^H-' generate.out | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > test.hyp.tok
 [ "$(wc -l < test.hyp.tok.$tgt)" -eq "$test_lines" ] \
     || fail "fairseq-generate translated $(wc -l < test.hyp.tok.$tgt) of $test_lines sentences (log: $work/generate.log)"
 python "$moses" detokenize "$tgt" < test.hyp.tok.$tgt > test.hyp.$tgt
-bleu=$(sacrebleu "${prefix[test]}.$tgt" -i test.hyp.$tgt -m bleu -b -w 2)
+# BLEU's tokenizer as the field reports the target language (13a; zh, ja-mecab, ko-mecab; char where a package is missing)
+IFS=$'\t' read -r bleu_tok bleu_tok_why < <(python "$repo/examples/lib/bleu_tokenizer.py" "$tgt")
+bleu=$(sacrebleu "${prefix[test]}.$tgt" -i test.hyp.$tgt -m bleu -tok "$bleu_tok" -b -w 2)
 chrf=$(sacrebleu "${prefix[test]}.$tgt" -i test.hyp.$tgt -m chrf -b -w 2)
-copy_bleu=$(sacrebleu "${prefix[test]}.$tgt" -i "${prefix[test]}.$src" -m bleu -b -w 2)
+copy_bleu=$(sacrebleu "${prefix[test]}.$tgt" -i "${prefix[test]}.$src" -m bleu -tok "$bleu_tok" -b -w 2)
 copy_chrf=$(sacrebleu "${prefix[test]}.$tgt" -i "${prefix[test]}.$src" -m chrf -b -w 2)
-echo "  sacreBLEU $bleu, chrF $chrf (detokenised output against ${prefix[test]}.$tgt)"
+echo "  sacreBLEU $bleu, chrF $chrf (detokenised output against ${prefix[test]}.$tgt; BLEU's tokenizer $bleu_tok: $bleu_tok_why)"
 echo "  baseline, copy the source: sacreBLEU $copy_bleu, chrF $copy_chrf"
 
 step "7/7 outputs"

@@ -13,6 +13,9 @@ from tests.support import load_raw_checkpoint
 
 pytestmark = pytest.mark.slow  # trains a model / runs fairseq's tools
 
+# what fconv_plugin's outcome file says, as examples/lib/budget.sh prints it, with the probe's expectation
+BUDGET_SPENT = (r"  budget spent: (\d+) updates in [\d.]+ of [\d.]+ minutes \(no further update fitted\), the learning rate "
+                r"ended at 0; the speed probe expected \d+: [+-][\d.]+%(; \d+ validation\(s\) near the end left to the final one)?")
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "bible_es_en" / "quickstart.sh"
 
 
@@ -36,6 +39,9 @@ def test_minutes_name_the_budget_and_end_with_the_updates_that_rerun_them(tmp_pa
     match = re.fullmatch(rf"trained in {chosen} for (\d+) updates in ([\d.]+) minutes \(UPDATES=(\d+) reruns them anywhere\) "
                          r"\(EVALUATE=0: not evaluated\): .*checkpoint_best.pt", lines[-1])
     assert match and match.group(1) == match.group(3), lines[-1]
+    spent = [re.fullmatch(BUDGET_SPENT, line) for line in lines]
+    spent = [m for m in spent if m]
+    assert len(spent) == 1 and spent[0].group(1) == match.group(1), result.stdout[-2000:]
     budget = load_raw_checkpoint(tmp_path / "run" / "checkpoints" / "checkpoint_last.pt")["optimizer_history"][-1][
         "lr_scheduler_state"]["budget"]
     assert budget["updates"] == int(match.group(1)) and budget["trained_seconds"] <= 1.03 * 60 * float(match.group(2))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests import warm_commands
+from tests.examples.test_quickstart import BUDGET_SPENT
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
 
@@ -133,9 +134,11 @@ def test_minutes_name_the_budget_and_end_with_the_updates_that_rerun_them(tiny_c
     assert re.match(r"budget: 0.4 minutes of training on this CPU, a speed probe's included; precision: (fp32|bf16) \(", lines[0])
     assert lines[1].startswith("recipe: fconv_gigaword_copy, chosen from the corpus (recipe.py")
     progress = [line for line in lines if "num_updates=" in line]
-    assert all(re.search(r"spent_min=[\d.]+, left_min=[\d.]+", line) for line in progress)
+    assert progress and all(re.search(r"spent_min=[\d.]+, left_min=[\d.]+", line) for line in progress)
     recipe = json.loads((tmp_path / "run" / "recipe.json").read_text())
     assert recipe["updates"]["why"].startswith("what MINUTES=0.4 buy: ")
     match = re.fullmatch(r"summarisation finished in \d+ s, trained in (fp32|bf16) for (\d+) updates in ([\d.]+) minutes "
                          r"\(UPDATES=(\d+) reruns them anywhere\): ROUGE-1/2/L F1 .* vs lead .*", lines[-1])
     assert match and match.group(2) == match.group(4), lines[-1]
+    spent = [m for m in (re.fullmatch(BUDGET_SPENT, line) for line in lines) if m]
+    assert len(spent) == 1 and spent[0].group(1) == match.group(2), result.stdout[-2000:]

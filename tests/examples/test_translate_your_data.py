@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests import warm_commands
+from tests.examples.test_quickstart import BUDGET_SPENT
 from tests.support import load_raw_checkpoint
 
 from fconv_plugin import precision
@@ -72,6 +73,7 @@ def test_minutes_in_model_and_bleu_out_and_the_updates_that_rerun_it(corpus, tmp
     # the probe's seconds summed over its rounds, to a tenth (a float sum printed 18.799999999999997)
     assert any(re.fullmatch(r"  the probe took \d+\.\d s: [\d.]+ minutes are left for training", line) for line in lines)
     assert [line.split(":")[0] for line in lines if "Dictionary:" in line] == ["[es] Dictionary", "[en] Dictionary"]
+    assert "; BLEU's tokenizer 13a: sacreBLEU's default for 'en', a language written with spaces)" in result.stdout
     # progress lines give the minutes spent and left
     progress = [line for line in lines if line.startswith("epoch") and "num_updates=" in line]
     assert progress and all(re.search(r"spent_min=[\d.]+, left_min=[\d.]+", line) for line in progress)
@@ -80,7 +82,11 @@ def test_minutes_in_model_and_bleu_out_and_the_updates_that_rerun_it(corpus, tmp
                                          r"DROPOUT=[\d.]+ LR=[\d.]+) reruns them\)", chosen), last)
     assert match, last
     model, updates, minutes, rerun = match.group(1), int(match.group(2)), float(match.group(3)), match.group(4)
-    assert model == "w128" and updates > 10 and minutes < 0.4
+    probe = re.search(r"the probe took (\d+\.\d) s: ([\d.]+) minutes are left for training", result.stdout)
+    assert model == "w128" and updates > 10 and minutes == float(probe.group(2))
+    assert minutes == pytest.approx(0.4 - float(probe.group(1)) / 60, abs=1e-3)  # the probe's time taken from MINUTES
+    spent = [m for m in (re.fullmatch(BUDGET_SPENT, line) for line in lines) if m]
+    assert len(spent) == 1 and int(spent[0].group(1)) == updates, result.stdout[-2000:]
     state = load_raw_checkpoint(work / "checkpoints" / "checkpoint_last.pt")
     assert state["optimizer_history"][-1]["lr_scheduler_state"]["budget"]["updates"] == updates
     hypotheses = (work / "test.hyp.en").read_text(encoding="utf-8").splitlines()
