@@ -6,8 +6,9 @@ guillemets and German quotes: "»pbuilder erstellen«" comes back as "» pbuilde
 Here, with sacremoses doing everything else:
 
 - tokenising keeps ``PROTECTED`` as single tokens (sacremoses' ``protected_patterns``):
-  a name followed by ``++`` and perhaps a version (C++, g++, clang++, C++17) and a single
-  letter followed by ``#`` (C#, F#);
+  a name followed by ``++`` and perhaps a version (C++, g++, clang++, C++17, Notepad++), a
+  name of two characters or more followed by one ``+`` (GTK+) and a single letter followed
+  by ``#`` (C#, F#);
 - detokenising attaches each opening quotation mark to the word after it and its closing
   mark to the word before, pairing them as they come: »…« (German), «…» (French, Spanish,
   Swiss), „…“ and „…” (German), ‚…‘, ‹…› and ›…‹.
@@ -21,7 +22,8 @@ import re
 from typing import List, Sequence
 
 PROTECTED = (
-    r"(?<![\w+#])[A-Za-z][A-Za-z0-9]*\+\+[0-9]*(?![\w+#])",  # C++, g++, clang++, C++17
+    r"(?<![\w+#])[A-Za-z][A-Za-z0-9]*\+\+[0-9]*(?![\w+#])",  # C++, g++, clang++, C++17, Notepad++
+    r"(?<![\w+#])[A-Za-z][A-Za-z0-9]+\+(?![\w+#])",  # GTK+, Disney+ (two characters at least: "C+" is a grade)
     r"(?<![\w+#])[A-Za-z]#(?![\w+#])",  # C#, F#
 )
 # an opening mark -> the marks that close it

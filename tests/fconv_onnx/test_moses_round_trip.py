@@ -15,6 +15,8 @@ BIBLE = Path(__file__).resolve().parents[2] / "examples" / "bible_es_en" / "data
 WRITTEN = [
     ("en", "Compile it with g++ or clang++ as C++17; the C# and F# bindings need .NET.", ["g++", "clang++", "C++17", "C#", "F#"]),
     ("en", "C++ is not C, and \"C++\" is a name.", ["C++"]),
+    ("en", "The GTK+ toolkit and Notepad++ 8 run on it.", ["GTK+", "Notepad++"]),
+    ("de", "Oberflächen mit GTK+ (Version 3) oder Qt.", ["GTK+"]),
     ("de", "Das Paket »pbuilder erstellen« baut C++-freie Pakete mit „sauberen“ Abhängigkeiten.", ["»", "«", "„", "“"]),
     ("de", "Er sagte: »Das ist ‚gut‘ so«, und nutzt C#.", ["C#", "‚", "‘"]),
     ("es", "El compilador «g++» traduce C++ y el de C# no.", ["g++", "C++", "C#", "«", "»"]),
