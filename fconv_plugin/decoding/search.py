@@ -48,8 +48,8 @@ from typing import Dict, List, Optional
 import torch
 from torch import Tensor
 
-from ..errors import FConvError
 from .. import backend
+from ..errors import FConvError
 from .rules import SearchRules
 from .steps import DecoderSteps
 
@@ -141,11 +141,11 @@ class BeamSearch:
             self.model.set_beam_size(self.beam)
         encoder_out = self.model.encoder(src_tokens=src_tokens, src_lengths=src_lengths)
         encoder_out = self.model.encoder.reorder_encoder_out(encoder_out, _repeat_rows(bsz, self.beam, src_tokens.device))
-        chosen = backend.select(src_tokens.device, torch.float32)  # the scores are float32 whatever the model's
-        candidates = chosen.candidates if self.one_pass else None  # beam_candidates, where it runs
+        chosen = self.steps.backend_for(encoder_out)  # the one selection: the step's and the candidates'
+        candidates = chosen.candidates if self.one_pass else None  # beam_candidates (float32 scores), where it runs
         book = self._bookkeeping(bsz, max_len, src_len, attention, prefix_tokens is not None, src_tokens.device,
                                  candidates)
-        search = _Search(book, self.steps.start(encoder_out), prefix_tokens, max_len, attention)
+        search = _Search(book, self.steps.start(encoder_out, chosen), prefix_tokens, max_len, attention)
         compiled_steps = self._compiled_steps(book, search.decoding_state, attention)
         finished = False
         while not finished:  # max_len + 1 steps at most: one more for </s>
@@ -330,7 +330,11 @@ class FairseqIncrementalSteps:
         # the modules that keep decoding state, in the order fairseq reorders them
         self._reorderers = [m for m in model.decoder.modules() if hasattr(m, "reorder_incremental_state")]
 
-    def start(self, encoder_out) -> list:
+    def backend_for(self, encoder_out) -> "backend.Backend":
+        """The search's forms: the compiled candidates where they run; fairseq's decoder steps in torch."""
+        return backend.select(next(self.model.parameters()).device, torch.float32)  # any encoder's output format
+
+    def start(self, encoder_out, chosen=None) -> list:
         incremental_state: Dict[str, Dict[str, Optional[Tensor]]] = {}
         return [encoder_out, incremental_state]
 

@@ -88,7 +88,14 @@ class DecoderSteps:
         """Each block's history width, (k - 1) · in_channels (0: a block with k = 1 keeps none)."""
         return [(plan.kernel_size - 1) * plan.in_channels for plan in self.decoder.plans]
 
-    def start(self, encoder_out) -> DecodingState:
+    def backend_for(self, encoder_out) -> "backend.Backend":
+        """The forms a search of this decoder over ``encoder_out`` runs (``backend.select``, once per search):
+        by the encoder output's device and dtype, and whether the decoder's layers are int8."""
+        keys = encoder_out["encoder_out"][0]
+        return backend.select(keys.device, keys.dtype, int8_weights=int8_layers.has_int8_weights(self.decoder))
+
+    def start(self, encoder_out, chosen: Optional["backend.Backend"] = None) -> DecodingState:
+        """The decoding state of a search; ``chosen``: the search's backend (``backend_for``, asked here if not given)."""
         decoder = self.decoder
         if decoder.training:
             raise FConvError("the decoder is in training mode (dropout on); call model.eval() before generating")
@@ -99,7 +106,7 @@ class DecoderSteps:
         histories = [keys.new_zeros(rows, width) if width else None for width in self.history_widths()]
         compiled = None
         if self.compiled:
-            chosen = backend.select(keys.device, keys.dtype, int8_weights=int8_layers.has_int8_weights(decoder))
+            chosen = chosen or self.backend_for(encoder_out)
             if chosen.step is not None:
                 compiled = compiled_step.compiled_decoding(chosen, decoder, layers, histories, source)
         return DecodingState(layers, source, None if compiled is not None else histories, compiled)
