@@ -11,15 +11,21 @@ For one architecture (random weights, bench_fconv.py's training batch, 2 threads
 4. the whole step eagerly and under torch.compile (inductor, static shapes), taking
    turns, with the compile time.
 
+``--kernels`` adds part 0: which library kernel runs each matrix product of the step, and its
+share, read from the libraries' own logs in a child process (``ONEDNN_VERBOSE=1`` names
+oneDNN's implementation and ISA, e.g. ``brg_matmul:avx512_core_amx``; ``MKL_VERBOSE=1`` names
+MKL's calls and the instruction set MKL chose); what runs in neither is torch's own code.
+
 ``--bf16`` (a CPU with bfloat16 units) measures the mixed-precision step that
 ``fairseq-train --cpu --bf16`` trains (``FConvModel.compute_in_``): part 1 becomes the
 step's self time by part (products, dropout, log-softmax, copies and casts, weight norm,
 zero fills, the rest), float32 and bfloat16 side by side, and parts 2-4 run in bfloat16.
 
-    .venv/bin/python benchmarks/training_limits.py [--arch fconv_iwslt_de_en] [--bf16]
+    .venv/bin/python benchmarks/training_limits.py [--arch fconv_iwslt_de_en] [--bf16] [--kernels]
     .venv/bin/python benchmarks/training_limits.py --quick    # parts 1-3 at few repetitions: checks that they run
 """
 
+import argparse
 import copy
 import math
 import statistics
@@ -87,6 +93,72 @@ def ms_per_step_by_part(events):
     by_part["the rest"] = total - sum(by_part.values())
     by_part["the whole step"] = total
     return by_part
+
+
+KERNEL_STEPS = 2  # the training steps whose kernels are logged, after one that is not
+
+
+def log_kernels(model, batch) -> None:
+    """In a child process with the libraries' logs on: KERNEL_STEPS steps, between markers on stdout."""
+    for _ in range(1):
+        b.training_step(model, *batch)
+    print("KERNELS BEGIN", flush=True)
+    started = time.perf_counter()
+    for _ in range(KERNEL_STEPS):
+        b.training_step(model, *batch)
+    print(f"KERNELS END {(time.perf_counter() - started) / KERNEL_STEPS * 1e3:.3f}", flush=True)
+
+
+def _mkl_ms(text: str) -> float:
+    """MKL_VERBOSE's time of a call ("35.21us", "1.2ms", "2.1s", "80ns") in milliseconds."""
+    for unit, scale in (("ns", 1e-6), ("us", 1e-3), ("ms", 1.0), ("s", 1e3)):
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * scale
+    raise ValueError(f"MKL_VERBOSE gave a time of {text!r}")
+
+
+def kernel_census(log: str):
+    """(ms per step by (library, kernel, shapes), the step's ms, MKL's instruction set) from a child's log."""
+    lines = log.split("KERNELS BEGIN", 1)[1].splitlines()
+    step_ms = float(next(line for line in lines if line.startswith("KERNELS END")).split()[2])
+    isa = next((line.split("MKL_VERBOSE", 1)[1].strip() for line in log.splitlines()
+                if line.startswith("MKL_VERBOSE") and "Intel(R)" in line), "MKL did not say")
+    kernels = {}
+    for line in lines:
+        if line.startswith("onednn_verbose") and ",exec," in line:
+            fields = line.split(",")
+            at = fields.index("exec")
+            kind, implementation, shapes, ms = fields[at + 2], fields[at + 3], fields[-2], float(fields[-1])
+            key = ("oneDNN", f"{kind} {implementation}", shapes)
+        elif line.startswith("MKL_VERBOSE") and "(" in line:
+            call, rest = line.split("MKL_VERBOSE", 1)[1].strip().split("(", 1)
+            arguments, timing = rest.rsplit(")", 1)
+            ms = _mkl_ms(timing.split()[0])
+            key = ("MKL", call, ",".join(arguments.split(",")[:5]))
+        else:
+            continue
+        kernels[key] = kernels.get(key, 0.0) + ms / KERNEL_STEPS
+    return kernels, step_ms, isa
+
+
+def kernels_of_the_step(arch: str, bf16: bool, threads: int) -> None:
+    """Part 0: the library kernels of the step's products, float32 (and bfloat16), their share."""
+    import os
+    import subprocess
+
+    for mixed in ([False, True] if bf16 else [False]):
+        env = {**os.environ, "ONEDNN_VERBOSE": "1", "MKL_VERBOSE": "1"}
+        child = subprocess.run([sys.executable, __file__, "--kernels-child", "--arch", arch, "--threads", str(threads)]
+                               + (["--bf16"] if mixed else []), capture_output=True, text=True, env=env, check=True)
+        kernels, step_ms, isa = kernel_census(child.stdout)
+        by_kernel = {}
+        for (library, kernel, _), ms in kernels.items():
+            by_kernel[(library, kernel)] = by_kernel.get((library, kernel), 0.0) + ms
+        logged = sum(by_kernel.values())
+        print(f"0. {'bfloat16' if mixed else 'float32'} step {step_ms:.1f} ms (its own kernels logged); MKL: {isa}")
+        for (library, kernel), ms in sorted(by_kernel.items(), key=lambda item: -item[1])[:8]:
+            print(f"     {library:<6} {kernel:<58} {ms:8.2f} ms  {ms / step_ms:5.1%}")
+        print(f"     {'':6} {'in these libraries, all':<58} {logged:8.2f} ms  {logged / step_ms:5.1%}")
 
 
 def profile_by_part(models, batch):
@@ -173,6 +245,8 @@ def main(argv=None):
     parser.set_defaults(repeats=6)
     parser.add_argument("--arch", default="fconv_iwslt_de_en")
     parser.add_argument("--bf16", action="store_true", help="the mixed-precision step (fairseq-train --cpu --bf16) beside float32's")
+    parser.add_argument("--kernels", action="store_true", help="part 0: the library kernels of each product")
+    parser.add_argument("--kernels-child", action="store_true", help=argparse.SUPPRESS)
     args = harness.parse(parser, argv)
     if args.bf16:
         try:
@@ -189,7 +263,12 @@ def main(argv=None):
     sentences, length = b.TRAIN_BATCH
     plan = model.encoder.plans[0]
     dtype = torch.bfloat16 if args.bf16 else torch.float32
+    if args.kernels_child:
+        log_kernels(b.with_bf16({"plugin": model})["plugin bf16"] if args.bf16 else model, batch)
+        return
     print(f"{args.arch}, batch {sentences} x {length} tokens; {harness.machine()}")
+    if args.kernels:
+        kernels_of_the_step(args.arch, args.bf16, args.threads)
     if args.bf16:
         mixed = b.with_bf16({"plugin": model})["plugin bf16"]  # bench_fconv's mixed-precision copy
         profile_by_part({"float32": model, "bfloat16": mixed}, batch)
