@@ -57,7 +57,7 @@ def test_the_bf16_profile_runs_where_the_cpu_has_the_units_and_is_refused_in_one
     from fconv_plugin import precision
 
     result = subprocess.run([str(warm_commands.bin_dir() / "python"), str(ROOT / "benchmarks" / "training_limits.py"),
-                             "--quick", "--bf16"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+                             "--quick", "--bf16", "--kernels"], cwd=ROOT, capture_output=True, text=True, timeout=900)
     if precision.bf16_units() is None:
         assert result.returncode == 2 and result.stderr.strip().splitlines()[-1].endswith(
             "--bf16 on the CPU needs bfloat16 units (AMX-BF16 or AVX-512 BF16) and this CPU has none (bfloat16 would run "
@@ -72,6 +72,11 @@ def test_the_bf16_profile_runs_where_the_cpu_has_the_units_and_is_refused_in_one
     fp32, bf16, ratio = re.search(r"([\d.]+) \|\s+([\d.]+) \|\s+([\d.]+)x", rows["the whole step"]).groups()
     assert abs(float(fp32) / float(bf16) - float(ratio)) < 0.01 * float(ratio) + 0.006
     assert "torch.bfloat16" in result.stdout  # parts 2 and 3 ran in bfloat16
+    # part 0: the libraries' own logs name the kernels; bfloat16's products run in oneDNN on bfloat16 units
+    census = result.stdout.split("0. bfloat16 step", 1)[1].split("1. profile", 1)[0]
+    assert re.search(r"oneDNN +matmul \S+:(avx512_core_bf16|avx512_core_amx\S*|avx10\S*) ", census), census
+    shares = [float(share) for share in re.findall(r"ms +([\d.]+)%$", census, flags=re.M)]
+    assert shares and 0 < shares[-1] <= 100 and sum(shares[:-1]) <= shares[-1] + 0.1 * len(shares)  # the largest 8, all
 
 
 def test_the_float32_accumulation_patch_still_applies_as_docs_performance_md_says():
