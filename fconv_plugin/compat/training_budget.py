@@ -50,6 +50,9 @@ def check_options(args) -> None:
     warmup = getattr(args, "warmup_fraction", 0.1)
     decay = getattr(args, "decay_fraction", None)
     check_fractions(warmup, 1 - warmup if decay is None else decay)
+    if getattr(args, "stop_time_hours", 0) > 0:
+        raise FConvError("--stop-time-hours would stop a --lr-scheduler time_budget run mid-schedule; give the time "
+                         "as --budget-minutes alone (the learning rate then anneals to its end as it runs out)")
     if getattr(args, "stop_min_lr", -1.0) >= 0:
         raise FConvError("--stop-min-lr would stop a --lr-scheduler time_budget run as it starts (its warm-up "
                          "begins at 0) or as it ends; leave it out, the budget stops the run")
@@ -98,7 +101,8 @@ def _stopping_when_the_budget_is_spent(validate_and_save):
                                           pause_due(cfg, updates, epoch_itr.epoch, end_of_epoch))
         plan = scheduler.plan
         plan.check_first_update()
-        if decision.stop is None and decision.pause_left_to_the_end:
+        last_epoch = end_of_epoch and 0 < cfg.optimization.max_epoch < epoch_itr.next_epoch_idx
+        if decision.stop is None and decision.pause_left_to_the_end and not last_epoch:  # (the last epoch ends here)
             scheduler.pauses_left_to_the_end += 1
             logger.info("fconv_plugin: the validation and save due after update %d are left to the final ones: "
                         "with them no further update would fit, without them one does", updates)
@@ -117,7 +121,11 @@ def _stopping_when_the_budget_is_spent(validate_and_save):
         final_seconds = time.time() - started
         logger.info("fconv_plugin: final validation and save: %.1f s", final_seconds)
         if distributed_utils.is_master(cfg.distributed_training) and not cfg.checkpoint.no_save:
-            write_outcome(cfg.checkpoint.save_dir, scheduler.outcome(decision, final_seconds))
+            try:
+                write_outcome(cfg.checkpoint.save_dir, scheduler.outcome(decision, final_seconds))
+            except OSError as error:  # the checkpoints are saved: say it, and end as fairseq does
+                logger.warning("fconv_plugin: could not write %s in %s (%s); the checkpoint's scheduler state "
+                               "holds the same numbers", OUTCOME_FILE, cfg.checkpoint.save_dir, error)
         return result
 
     return validate_and_save_on_budget
@@ -127,9 +135,16 @@ def write_outcome(save_dir: str, outcome: dict) -> None:
     """``OUTCOME_FILE`` in ``save_dir``, replaced whole (a reader never sees half of it)."""
     os.makedirs(save_dir, exist_ok=True)
     handle, scratch = tempfile.mkstemp(prefix=".time_budget.", dir=save_dir)
-    with os.fdopen(handle, "w") as file:
-        json.dump(outcome, file, indent=1)
-    os.replace(scratch, os.path.join(save_dir, OUTCOME_FILE))
+    try:
+        with os.fdopen(handle, "w") as file:
+            json.dump(outcome, file, indent=1)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(scratch, 0o666 & ~umask)  # as open() would make it, not mkstemp's 0600
+        os.replace(scratch, os.path.join(save_dir, OUTCOME_FILE))
+    finally:
+        if os.path.exists(scratch):
+            os.unlink(scratch)
 
 
 def _not_training_a_spent_budget(train_one_epoch):

@@ -18,8 +18,11 @@ stops. The learning rate rises linearly over the warm-up fraction of the run, ho
 falls linearly over the decay fraction. A pause due now (a validation, a save) that would
 leave no room for one more update, where one more fits without it, is left to the final
 validation and save, which come after the stop anyway: the budget is used to its end.
-An interval over ``PAUSE_FACTOR`` times the typical one is a pause; two such in a row are
-the machine slowing down, and join the typical intervals.
+The length of a pause is learnt from those measured; one due in the run's last
+``FIRST_PAUSE_NEAR_END`` before any was measured is left to the end too. An interval over
+``PAUSE_FACTOR`` times the typical one is a pause; two such in a row are the machine slowing
+down, and join the typical intervals. A budget started from a checkpoint of another
+schedule counts from that run's first update (its updates and clock are the origin).
 
 Only the clock readings it is given decide, so workers that read the same clock (fairseq's
 trainer aggregates it over data-parallel workers) plan the same updates. Nothing here
@@ -39,6 +42,7 @@ from ..errors import FConvError
 
 WINDOW = 9  # recent training intervals whose median is the typical update
 PAUSE_FACTOR = 3.0
+FIRST_PAUSE_NEAR_END = 0.05  # a pause of a length not yet measured, due in this last fraction of the run, is left to the end
 
 
 def parse_minutes(text, option: str = "--budget-minutes") -> float:
@@ -123,7 +127,10 @@ class BudgetPlan:
         self.pauses = 0
         self.suspect: Optional[float] = None  # the last interval, when it looked like a pause
         self.progress = 0.0  # the latest decision's place in the run (a resumed plan's saved one until the pace is read)
-        self.saved_finished_within: Optional[float] = None  # a loaded plan that had finished: its budget's seconds
+        self.stopped_for: Optional[str] = None  # the decision's stop: "time" or "max_update"
+        self.saved_finished_within: Optional[float] = None  # a loaded plan that ran out of time: its budget's seconds
+        # where this budget began: 0 and 0, or a checkpoint of another schedule's updates and clock
+        self.origin_updates, self.origin_clock = 0, 0.0
 
     @property
     def finished(self) -> bool:
@@ -141,6 +148,8 @@ class BudgetPlan:
                 self._measure(clock - self.update_clock)
         if self.update_clock is None:  # the first reading: the interval to the next one is the pace
             self.phase = Phase.RUNNING
+            if updates > 1:  # a checkpoint of another schedule: the budget counts from this run's first update
+                self.origin_updates, self.origin_clock = updates - 1, clock
         if updates != self.updates or self.update_clock is None:
             self.updates, self.update_clock = updates, clock
             if updates >= 1 and self.first_update_clock is None:
@@ -186,7 +195,7 @@ class BudgetPlan:
         per_update = self.seconds_per_update()
         if per_update is None or self.clock is None:
             return None
-        left = self.seconds - self.clock - (self.expected_pause() if pause_now else 0.0)
+        left = self.seconds - (self.clock - self.origin_clock) - (self.expected_pause() if pause_now else 0.0)
         remaining = updates_that_fit(left, per_update, self.typical_interval())
         if self.max_updates is not None:
             remaining = min(remaining, max(self.max_updates - self.updates, 0))
@@ -199,32 +208,39 @@ class BudgetPlan:
             return Decision(self.updates, self.clock or clock, 0, 1.0, False, "time")
         self.record(updates, clock)
         remaining = self.remaining_updates()
+        done = self.updates - self.origin_updates
         left_to_the_end = False
         if pause_due and remaining:
             with_pause = self.remaining_updates(pause_now=True)
-            left_to_the_end = with_pause == 0
+            unmeasured_near_end = self.pauses == 0 and remaining <= FIRST_PAUSE_NEAR_END * (done + remaining)
+            left_to_the_end = with_pause == 0 or unmeasured_near_end
             remaining = remaining if left_to_the_end else with_pause
         if remaining is None:  # the pace is not known yet: the saved (or starting) place, unless the clock is out
-            stop = "time" if clock >= self.seconds else None
+            stop = "time" if clock - self.origin_clock >= self.seconds else None
             progress = 1.0 if stop else self.progress
         else:
             at_max = self.max_updates is not None and self.updates >= self.max_updates
             stop = ("max_update" if at_max else "time") if remaining == 0 else None
-            progress = 1.0 if remaining == 0 else min(self.updates / (self.updates + remaining), 1.0)
+            progress = 1.0 if remaining == 0 else min(done / (done + remaining), 1.0)
         if stop:
-            self.phase = Phase.FINISHED
+            self.phase, self.stopped_for = Phase.FINISHED, stop
         self.progress = progress
         return Decision(self.updates, clock, remaining, progress, left_to_the_end, stop)
 
     def check_first_update(self) -> None:
         """Refuse a budget that the first update alone overran, before anything is saved."""
-        if self.first_update_clock is not None and self.first_update_clock > self.seconds and self.updates == 1:
+        if self.first_update_clock is not None and self.first_update_clock > self.seconds and self.updates == 1 \
+                and self.origin_updates == 0:
             raise FConvError(
                 f"--budget-minutes {self.seconds / 60:g} ({self.seconds:.1f} s) is less than one update takes here: "
                 f"the first ended at {self.first_update_clock:.1f} s of training; give more minutes (no checkpoint was written)")
 
+    def spent_seconds(self) -> float:
+        """Seconds of this budget spent at the latest update."""
+        return 0.0 if self.update_clock is None else self.update_clock - self.origin_clock
+
     def summary(self) -> str:
-        spent = self.update_clock if self.update_clock is not None else 0.0
+        spent = self.spent_seconds()
         return f"{self.updates} updates in {minutes_text(spent)} of training (budget {minutes_text(self.seconds)})"
 
     # --- checkpoints ---
@@ -235,6 +251,7 @@ class BudgetPlan:
             "intervals": list(self.intervals), "timed_updates": self.timed_updates,
             "pause_seconds": self.pause_seconds, "pauses": self.pauses, "progress": self.progress,
             "first_update_seconds": self.first_update_clock, "finished": self.finished,
+            "stopped_for": self.stopped_for, "origin_updates": self.origin_updates, "origin_seconds": self.origin_clock,
         }
 
     def load_state_dict(self, state: Dict) -> None:
@@ -248,7 +265,9 @@ class BudgetPlan:
         self.first_update_clock = state["first_update_seconds"]
         self.progress = float(state["progress"])
         self.phase, self.suspect = Phase.STARTING, None
-        self.saved_finished_within = float(state["budget_seconds"]) if state.get("finished") else None
+        stopped_for = state.get("stopped_for", "time" if state.get("finished") else None)  # older plans: time
+        self.saved_finished_within = float(state["budget_seconds"]) if stopped_for == "time" else None
+        self.origin_updates, self.origin_clock = int(state.get("origin_updates", 0)), float(state.get("origin_seconds", 0.0))
 
     def spent_at_checkpoint(self) -> bool:
         """The saved plan's last update left no room for another under this budget (a finished run
@@ -258,5 +277,5 @@ class BudgetPlan:
         if self.saved_finished_within is not None and self.seconds <= self.saved_finished_within:
             return True  # it stopped for want of time within a budget no smaller
         per_update = self.seconds_per_update()
-        return self.update_clock + (per_update or 0.0) > self.seconds or (
+        return self.spent_seconds() + (per_update or 0.0) > self.seconds or (
             self.max_updates is not None and self.updates >= self.max_updates)

@@ -56,6 +56,7 @@ class TimeBudgetSchedule(FairseqLRScheduler):
         self._last_stepped: Optional[int] = None  # the update count of fairseq's latest step_update
         self._undecided = 0  # new updates stepped since the latest decision
         self.pauses_left_to_the_end = 0  # validations and saves left to the final ones
+        self.last_update_lr: Optional[float] = None  # the learning rate the latest decided update trained with
         self.optimizer.set_lr(0.0)
 
     def learning_rate(self, progress: float) -> float:
@@ -65,6 +66,7 @@ class TimeBudgetSchedule(FairseqLRScheduler):
         """The one reading of the trainer's clock after an update (compat/training_budget.py gives it, with
         whether a validation or save is due): sets the next update's learning rate, the end value where
         none follows, and says whether it happens."""
+        self.last_update_lr = self.optimizer.get_lr()
         decision = self.plan.decide(num_updates, clock, pause_due)
         self.optimizer.set_lr(self.learning_rate(decision.progress))
         self._undecided = 0
@@ -88,8 +90,10 @@ class TimeBudgetSchedule(FairseqLRScheduler):
         """What the budget reached, as scripts read it (compat/training_budget.py writes it beside the checkpoints)."""
         plan = self.plan
         return {
-            "stopped_for": decision.stop, "updates": plan.updates, "trained_seconds": plan.update_clock,
-            "budget_seconds": plan.seconds, "last_lr": self.optimizer.get_lr(), "end_learning_rate": self.end,
+            "stopped_for": decision.stop, "updates": plan.updates - plan.origin_updates,
+            "trained_seconds": plan.spent_seconds(), "budget_seconds": plan.seconds,
+            "last_update_lr": self.last_update_lr, "lr_after_it": self.optimizer.get_lr(),
+            "peak_lr": self.peak, "end_learning_rate": self.end,
             "pauses": plan.pauses, "pause_seconds": plan.pause_seconds,
             "pauses_left_to_the_end": self.pauses_left_to_the_end, "typical_update_seconds": plan.typical_interval(),
             "final_validation_and_save_seconds": final_seconds,
@@ -104,6 +108,7 @@ class TimeBudgetSchedule(FairseqLRScheduler):
 
     def load_state_dict(self, state_dict):
         super().load_state_dict(state_dict)
+        self._last_stepped, self._undecided = None, 0  # fairseq's set_num_updates follows: a load, not an update
         if "budget" in state_dict:  # else a checkpoint of another schedule: the plan starts at its update
             self.plan.load_state_dict(state_dict["budget"])
 

@@ -66,7 +66,8 @@ def test_a_budgeted_run_ends_within_its_budget_anneals_and_says_what_it_reached(
     outcome = json.loads((save_dir / OUTCOME_FILE).read_text())
     assert outcome["stopped_for"] == "time" and outcome["updates"] == updates
     assert outcome["trained_seconds"] == state["trained_seconds"] and outcome["budget_seconds"] == budget
-    assert outcome["last_lr"] == outcome["end_learning_rate"] == 0.0
+    assert outcome["lr_after_it"] == outcome["end_learning_rate"] == 0.0
+    assert 0 < outcome["last_update_lr"] <= 2 * 0.003 / (0.9 * updates)  # the last update itself: annealed, one step above 0
 
 
 def test_validations_inside_the_budget_anneal_to_a_nonzero_end_value_and_end_in_its_last_2_percent(word_task, tmp_path):
@@ -85,7 +86,8 @@ def test_validations_inside_the_budget_anneal_to_a_nonzero_end_value_and_end_in_
     typical = statistics.median(state["intervals"])
     assert 0.98 * budget - typical <= state["trained_seconds"] <= 1.03 * budget
     outcome = json.loads((save_dir / OUTCOME_FILE).read_text())
-    assert outcome["last_lr"] == outcome["end_learning_rate"] == 1e-5 and outcome["updates"] == state["updates"]
+    assert outcome["lr_after_it"] == outcome["end_learning_rate"] == 1e-5 and outcome["updates"] == state["updates"]
+    assert 1e-5 < outcome["last_update_lr"] <= 1e-5 + 2 * (0.003 - 1e-5) / (0.9 * state["updates"])
 
 
 def test_a_resumed_budget_continues_its_clock_and_a_finished_one_trains_nothing(word_task, tmp_path):
@@ -138,6 +140,9 @@ def test_options_that_would_stop_a_budget_early_are_refused(word_task, tmp_path)
     refused = run_tool(*budget_command(data_bin, tmp_path / "c", 1, "--stop-min-lr", "1e-5"), check=False)
     assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1].startswith(
         "fconv_plugin: error: --stop-min-lr would stop a --lr-scheduler time_budget run")
+    refused = run_tool(*budget_command(data_bin, tmp_path / "c", 1, "--stop-time-hours", "1"), check=False)
+    assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1].startswith(
+        "fconv_plugin: error: --stop-time-hours would stop a --lr-scheduler time_budget run mid-schedule")
     refused = run_tool(*budget_command(data_bin, tmp_path / "c", 1, "--warmup-fraction", "0.5", "--decay-fraction",
                                        "0.8"), check=False)
     assert refused.returncode == 1 and "must be fractions of the budget" in refused.stderr.strip().splitlines()[-1]

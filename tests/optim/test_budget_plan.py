@@ -93,6 +93,7 @@ def test_the_end_value_is_set_exactly_within_the_last_2_percent_and_training_end
         last = max(lrs)
         assert lrs[last] == end  # set after the last update, exactly: the scheduler's own arithmetic
         assert end < lrs[last - 1] < lrs[last // 2]
+        assert lrs[last - 1] <= end + 2 * (PEAK - end) / (0.9 * last)  # what the last update trained with: one step above
         assert clock >= 0.98 * seconds - pace  # no update that fitted was left out
 
 
@@ -125,12 +126,64 @@ def test_validations_inside_the_budget_end_at_the_end_value_within_the_last_2_pe
     for end in (0.0, 1e-5):
         schedule = schedule_of(115.0, end=end)
         lrs, clock = run(schedule, lambda u: 1.0, pause_at={u: 8.0 for u in range(20, 200, 20)})
-        assert lrs[max(lrs)] == end
+        last = max(lrs)
+        assert lrs[last] == end and lrs[last - 1] <= end + 2 * (PEAK - end) / (0.9 * last)  # annealed, not stopped mid-way
         assert 0.98 * 115.0 <= clock <= 115.0
-        assert max(lrs) > 80 and schedule.plan.pauses == 3
+        assert last > 80 and schedule.plan.pauses == 3
     schedule = schedule_of(205.0)  # a validation every 25 updates, 8 s each
     lrs, clock = run(schedule, lambda u: 1.0, pause_at={u: 8.0 for u in range(25, 400, 25)})
     assert 0.98 * 205.0 - 1.0 <= clock <= 205.0 and lrs[max(lrs)] == 0.0
+
+
+def test_a_first_pause_near_the_end_whose_length_is_not_known_yet_is_left_to_the_end():
+    schedule = schedule_of(115.0)  # 110 updates fit; a 30 s validation after update 107, the first of the run
+    lrs, clock = run(schedule, lambda u: 1.0, pause_at={107: 30.0})
+    assert clock <= 115.0 and lrs[max(lrs)] == 0.0
+    assert schedule.plan.pauses == 0  # it never ran
+    early = schedule_of(115.0)  # the same 30 s at update 50 runs, and costs updates
+    lrs, clock = run(early, lambda u: 1.0, pause_at={50: 30.0})
+    assert early.plan.pauses == 1 and max(lrs) < 85 and clock <= 115.0
+
+
+def test_a_checkpoint_of_another_schedule_starts_the_budget_and_its_warm_up_at_its_own_update():
+    schedule = schedule_of(100.0)  # resumed at update 500, after 900 s of training by another schedule
+    lrs = {}
+    clock = 900.0
+    for update in range(501, 10_000):
+        clock += 1.0 + (5.0 if update == 501 else 0.0)
+        schedule.step_update(update)
+        lrs[update] = schedule.optimizer.get_lr()  # what this update trained with
+        if schedule.after_update(update, clock).stop:
+            break
+    assert update - 501 == 100 and clock - 906.0 <= 100.0  # 100 s counted from the run's first update (906 s)
+    assert lrs[502] == 0.0 and lrs[504] <= PEAK * 3 / (0.1 * 100)  # warming up from 0 again, not from the old run's place
+    assert schedule.optimizer.get_lr() == 0.0
+    assert schedule.plan.state_dict()["origin_updates"] == 500
+
+
+def test_a_run_stopped_by_max_update_continues_with_a_larger_one():
+    schedule = schedule_of(1000.0, max_updates=50)
+    run(schedule, lambda u: 1.0)
+    assert schedule.plan.stopped_for == "max_update"
+    larger = BudgetPlan(seconds=1000.0, max_updates=80)
+    larger.load_state_dict(schedule.plan.state_dict())
+    assert not larger.spent_at_checkpoint()
+    same = BudgetPlan(seconds=1000.0, max_updates=50)
+    same.load_state_dict(schedule.plan.state_dict())
+    assert same.spent_at_checkpoint()
+
+
+def test_resuming_a_checkpoint_of_update_1_is_a_load_not_an_update():
+    first = schedule_of(100.0)
+    first.step_update(0)
+    first.step_update(1)
+    first.after_update(1, 6.0)
+    resumed = schedule_of(100.0)
+    resumed.step_update(0)  # fairseq builds the scheduler, then loads the checkpoint and sets its updates
+    resumed.load_state_dict({"best": None, "budget": first.plan.state_dict()})
+    resumed.step_update(1)
+    resumed.step_update(2)  # the first update of the resumed run: not refused
+    assert not resumed.after_update(2, 8.0).stop
 
 
 def test_a_machine_that_slows_down_does_not_make_the_run_overshoot():
