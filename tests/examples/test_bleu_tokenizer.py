@@ -16,6 +16,8 @@ def test_spaced_languages_get_13a_and_chinese_japanese_korean_their_own():
     assert bleu_tokenizer("zh")[0] == "zh"
     assert bleu_tokenizer("ja")[0] == "ja-mecab"  # its packages come with the project's setup
     assert bleu_tokenizer("ko")[0] == "ko-mecab"
+    assert [bleu_tokenizer(lang)[0] for lang in ("zh-CN", "ja_JP", "jpn", "KO")] == ["zh", "ja-mecab", "ja-mecab", "ko-mecab"]
+    assert bleu_tokenizer("th") == ("char", "character-level: 'th' is written without spaces between words")
 
 
 def test_japanese_scored_by_words_not_by_whole_sentences():

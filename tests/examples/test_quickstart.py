@@ -14,8 +14,9 @@ from tests.support import load_raw_checkpoint
 pytestmark = pytest.mark.slow  # trains a model / runs fairseq's tools
 
 # what fconv_plugin's outcome file says, as examples/lib/budget.sh prints it, with the probe's expectation
-BUDGET_SPENT = (r"  budget spent: (\d+) updates in [\d.]+ of [\d.]+ minutes \(no further update fitted\), the learning rate "
-                r"ended at 0; the speed probe expected \d+: [+-][\d.]+%(; \d+ validation\(s\) near the end left to the final one)?")
+BUDGET_SPENT = (r"  budget spent: (\d+) updates in [\d.]+ of [\d.]+ minutes \(no further update fitted\), the last at "
+                r"learning rate [\d.e-]+ \(([\d.]+)% of the peak\), annealed to 0; the speed probe expected \d+: [+-][\d.]+%"
+                r"(; \d+ validation\(s\) near the end left to the final one)?")
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "bible_es_en" / "quickstart.sh"
 
 
