@@ -14,7 +14,7 @@ For one architecture (random weights, bench_fconv.py's training batch, 2 threads
 ``--kernels`` adds part 0: which library kernel runs each matrix product of the step, and its
 share, read from the libraries' own logs in a child process (``ONEDNN_VERBOSE=1`` names
 oneDNN's implementation and ISA, e.g. ``brg_matmul:avx512_core_amx``; ``MKL_VERBOSE=1`` names
-MKL's calls and the instruction set MKL chose); what runs in neither is torch's own code.
+MKL's calls, and its banner the processor class it serves); what runs in neither is torch's own code.
 
 ``--bf16`` (a CPU with bfloat16 units) measures the mixed-precision step that
 ``fairseq-train --cpu --bf16`` trains (``FConvModel.compute_in_``): part 1 becomes the
@@ -149,13 +149,15 @@ def kernels_of_the_step(arch: str, bf16: bool, threads: int) -> None:
     for mixed in ([False, True] if bf16 else [False]):
         env = {**os.environ, "ONEDNN_VERBOSE": "1", "MKL_VERBOSE": "1"}
         child = subprocess.run([sys.executable, __file__, "--kernels-child", "--arch", arch, "--threads", str(threads)]
-                               + (["--bf16"] if mixed else []), capture_output=True, text=True, env=env, check=True)
+                               + (["--bf16"] if mixed else []), capture_output=True, text=True, env=env)
+        if child.returncode != 0:
+            raise SystemExit(f"the kernels' child process failed:\n{child.stderr[-3000:]}")
         kernels, step_ms, isa = kernel_census(child.stdout)
         by_kernel = {}
         for (library, kernel, _), ms in kernels.items():
             by_kernel[(library, kernel)] = by_kernel.get((library, kernel), 0.0) + ms
         logged = sum(by_kernel.values())
-        print(f"0. {'bfloat16' if mixed else 'float32'} step {step_ms:.1f} ms (its own kernels logged); MKL: {isa}")
+        print(f"0. {'bfloat16' if mixed else 'float32'} step {step_ms:.1f} ms (its own kernels logged); MKL's banner: {isa}")
         for (library, kernel), ms in sorted(by_kernel.items(), key=lambda item: -item[1])[:8]:
             print(f"     {library:<6} {kernel:<58} {ms:8.2f} ms  {ms / step_ms:5.1%}")
         print(f"     {'':6} {'in these libraries, all':<58} {logged:8.2f} ms  {logged / step_ms:5.1%}")
