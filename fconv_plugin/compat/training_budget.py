@@ -97,13 +97,12 @@ def _stopping_when_the_budget_is_spent(validate_and_save):
         if scheduler is None or scheduler.plan.finished:
             return validate_and_save(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch)
         updates = trainer.get_num_updates()
+        last_epoch = end_of_epoch and 0 < cfg.optimization.max_epoch < epoch_itr.next_epoch_idx  # fairseq's loop ends here
         decision = scheduler.after_update(updates, float(trainer.cumulative_training_time()),  # a tensor under torchrun
-                                          pause_due(cfg, updates, epoch_itr.epoch, end_of_epoch))
+                                          pause_due(cfg, updates, epoch_itr.epoch, end_of_epoch), not last_epoch)
         plan = scheduler.plan
         plan.check_first_update()
-        last_epoch = end_of_epoch and 0 < cfg.optimization.max_epoch < epoch_itr.next_epoch_idx
-        if decision.stop is None and decision.pause_left_to_the_end and not last_epoch:  # (the last epoch ends here)
-            scheduler.pauses_left_to_the_end += 1
+        if decision.stop is None and decision.pause_left_to_the_end:
             logger.info("fconv_plugin: the validation and save due after update %d are left to the final ones: "
                         "with them no further update would fit, without them one does", updates)
             return [None], False

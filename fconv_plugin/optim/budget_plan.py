@@ -201,9 +201,10 @@ class BudgetPlan:
             remaining = min(remaining, max(self.max_updates - self.updates, 0))
         return remaining
 
-    def decide(self, updates: int, clock: float, pause_due: bool = False) -> Decision:
+    def decide(self, updates: int, clock: float, pause_due: bool = False, pause_can_wait: bool = True) -> Decision:
         """One reading of the clock after ``updates`` updates, with a pause (validation, save) due now or not:
-        the next update's progress (its learning rate) and whether it happens, from the same numbers."""
+        the next update's progress (its learning rate) and whether it happens, from the same numbers.
+        ``pause_can_wait``: False where the pause due cannot be left to the end (the run's last epoch ends here)."""
         if self.finished:
             return Decision(self.updates, self.clock or clock, 0, 1.0, False, "time")
         self.record(updates, clock)
@@ -213,7 +214,7 @@ class BudgetPlan:
         if pause_due and remaining:
             with_pause = self.remaining_updates(pause_now=True)
             unmeasured_near_end = self.pauses == 0 and remaining <= FIRST_PAUSE_NEAR_END * (done + remaining)
-            left_to_the_end = with_pause == 0 or unmeasured_near_end
+            left_to_the_end = pause_can_wait and (with_pause == 0 or unmeasured_near_end)
             remaining = remaining if left_to_the_end else with_pause
         if remaining is None:  # the pace is not known yet: the saved (or starting) place, unless the clock is out
             stop = "time" if clock - self.origin_clock >= self.seconds else None

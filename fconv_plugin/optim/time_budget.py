@@ -62,13 +62,16 @@ class TimeBudgetSchedule(FairseqLRScheduler):
     def learning_rate(self, progress: float) -> float:
         return learning_rate(progress, self.peak, self.end, self.plan.warmup, self.plan.decay)
 
-    def after_update(self, num_updates: int, clock: float, pause_due: bool = False) -> Decision:
+    def after_update(self, num_updates: int, clock: float, pause_due: bool = False,
+                     pause_can_wait: bool = True) -> Decision:
         """The one reading of the trainer's clock after an update (compat/training_budget.py gives it, with
         whether a validation or save is due): sets the next update's learning rate, the end value where
         none follows, and says whether it happens."""
         self.last_update_lr = self.optimizer.get_lr()
-        decision = self.plan.decide(num_updates, clock, pause_due)
+        decision = self.plan.decide(num_updates, clock, pause_due, pause_can_wait)
         self.optimizer.set_lr(self.learning_rate(decision.progress))
+        if decision.stop is None and decision.pause_left_to_the_end:
+            self.pauses_left_to_the_end += 1
         self._undecided = 0
         return decision
 

@@ -303,3 +303,17 @@ def test_budgets_are_read_as_minutes(text, minutes):
 def test_fractions_that_do_not_fit_are_refused(warmup, decay):
     with pytest.raises(FConvError, match="must be fractions of the budget"):
         check_fractions(warmup, decay)
+
+
+def test_a_pause_that_cannot_wait_is_counted_in_the_decision():
+    """At the run's last epoch fairseq's loop ends after the pause: it is taken, so the decision counts it."""
+    plan, clock = _plan_after(80, 115.0)
+    plan.pauses, plan.pause_seconds = 3, 24.0  # three 8 s validations measured so far
+    clock += 24.0  # 109 s: a validation and one more update do not fit, one update alone does
+    waits = BudgetPlan(seconds=115.0)
+    waits.load_state_dict(plan.state_dict())
+    assert waits.decide(80, clock, pause_due=True).pause_left_to_the_end
+    taken = BudgetPlan(seconds=115.0)
+    taken.load_state_dict(plan.state_dict())
+    decision = taken.decide(80, clock, pause_due=True, pause_can_wait=False)
+    assert not decision.pause_left_to_the_end and decision.stop == "time" and decision.progress == 1.0
