@@ -46,14 +46,14 @@ from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models import fconv as reference_fconv  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
-from fconv_plugin import precision  # noqa: E402
+from fconv_plugin import host_memory, precision  # noqa: E402
 from fconv_plugin.models import ARCHITECTURES, FConvModel  # noqa: E402
 
 VOCAB = {"fconv_iwslt_de_en": 8000, "fconv_wmt_en_de": 40000}  # see the docstring
 DEFAULT_VOCAB = 8000
 SRC_LEN = 24
 GEN_SETTINGS = {"beam5_batch16": (5, 16), "beam1_batch1": (1, 1)}
-TRAIN_BATCH = (32, 24)  # sentences x tokens
+TRAIN_BATCH = (32, 24)  # sentences x tokens (--train-batch; fairseq-train's --max-tokens 3000 is about 120 x 25)
 
 
 class _Task:
@@ -184,8 +184,9 @@ def bench_generation(arch, task, beam, batch_size, reps, max_len):
     }
 
 
-def training_batch(task):
-    sentences, length = TRAIN_BATCH
+def training_batch(task, shape=None):
+    """Source, previous and target tokens of one training batch, ``shape`` (sentences, tokens) or TRAIN_BATCH."""
+    sentences, length = shape or TRAIN_BATCH
     sample = source_batch(task, sentences, seed=2)["net_input"]
     generator = torch.Generator().manual_seed(3)
     d = task.target_dictionary
@@ -214,7 +215,7 @@ def _addmm_flops(self_shape, a_shape, b_shape, *args, out_shape=None, **kwargs):
     return 2 * a_shape[0] * a_shape[1] * b_shape[1]
 
 
-def training_flops(model, task) -> int:
+def training_flops(model, task, shape=None) -> int:
     """Floating-point operations of one training step (forward and backward), as counted
     by torch.utils.flop_counter (matrix products and convolutions)."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -224,13 +225,13 @@ def training_flops(model, task) -> int:
     counter = FlopCounterMode(display=False, custom_mapping={aten.conv_tbc: _conv_tbc_flops, aten.addmm_: _addmm_flops})
     model.train()
     with counter:
-        training_step(model, *training_batch(task))
+        training_step(model, *training_batch(task, shape))
     return counter.get_total_flops()
 
 
-def bench_training(models, task, reps):
-    sentences, length = TRAIN_BATCH
-    sample, prev, target = training_batch(task)
+def bench_training(models, task, reps, shape=None):
+    sentences, length = shape or TRAIN_BATCH
+    sample, prev, target = training_batch(task, (sentences, length))
     times = {name: [] for name in models}
     for model in models.values():
         model.train()
@@ -240,7 +241,7 @@ def bench_training(models, task, reps):
             times[name].append(time_call(lambda: training_step(model, sample, prev, target))[0])
     words = sentences * length
     summaries = {name: summary(seconds[1:]) for name, seconds in times.items()}
-    flops = {name: training_flops(model, task) for name, model in models.items()}
+    flops = {name: training_flops(model, task, (sentences, length)) for name, model in models.items()}
     return {"target_words_per_s": {n: words / median for n, (median, _) in summaries.items()},
             "spread": {n: spread for n, (_, spread) in summaries.items()},
             "flops_per_step": flops,
@@ -336,12 +337,16 @@ def main(argv=None):
     parser.add_argument("--archs", nargs="+", default=["fconv_iwslt_de_en", "fconv_wmt_en_de"])
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--train-only", action="store_true", help="only the training step (speed, FLOP/s, utilisation)")
+    parser.add_argument("--train-batch", nargs=2, type=int, metavar=("SENTENCES", "TOKENS"), default=list(TRAIN_BATCH),
+                        help=f"the training step's batch (default {TRAIN_BATCH[0]} {TRAIN_BATCH[1]}; 120 25 is fairseq-train's "
+                             "--max-tokens 3000, the quickstart's)")
     parser.add_argument("--peak-memory", nargs=3, metavar=("ARCH", "WHICH", "PHASE"), help=argparse.SUPPRESS)
     args = harness.parse(parser, argv)
     if args.peak_memory:  # one model's peak, in a process of its own (peak_memory)
         print(peak_memory_child(*args.peak_memory))
         return
     torch.set_num_threads(args.threads)
+    memory = host_memory.keep_freed_memory()  # as fairseq-train does with the plugin's model on the CPU
     if args.quick:
         args.archs = ["fconv_iwslt_de_en"]
     reps = args.repeats
@@ -350,12 +355,12 @@ def main(argv=None):
     results = {"threads": torch.get_num_threads(), "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
                "bf16_units": precision.bf16_units(),
                "copy_bandwidth_GBps": bandwidth / 1e9, "peak_gemm_size": gemm_size, "peak_gemm_GFLOPs": peak_gemm_rates(gemm_size),
-               "archs": {}}
+               "train_batch": list(args.train_batch), "training_memory": memory, "archs": {}}
     for arch in args.archs:
         task = make_task(arch)
         arch_results = {"vocabulary": len(task.target_dictionary)}
         models = build_models(arch, task)
-        arch_results["train_step"] = bench_training(with_bf16(models), task, reps)
+        arch_results["train_step"] = bench_training(with_bf16(models), task, reps, tuple(args.train_batch))
         if args.train_only:
             results["archs"][arch] = arch_results
             continue
@@ -385,7 +390,9 @@ def print_table(results):
     units = results["bf16_units"]
     print(f"bfloat16 units: {units} (the training step also runs as fairseq-train --cpu --bf16 trains)" if units else
           "bfloat16 units: none (AMX-BF16 or AVX-512 BF16): --bf16 --cpu is refused here, so no bfloat16 training step")
-    print("speeds: median of the repetitions (± interquartile range / median); memory: peak above the imports")
+    sentences, tokens = results["train_batch"]
+    print(f"speeds: median of the repetitions (± interquartile range / median); memory: peak above the imports; "
+          f"training batch {sentences} x {tokens} tokens; training memory: {results['training_memory']}")
     header = (f"{'arch (vocabulary)':<24} {'measure':<34} {'fairseq':>15} {'plugin':>15} {'plugin int8':>15}"
               f" {'plugin/fairseq':>15} {'int8/fairseq':>13}")
     print(header)

@@ -16,12 +16,20 @@ share, read from the libraries' own logs in a child process (``ONEDNN_VERBOSE=1`
 oneDNN's implementation and ISA, e.g. ``brg_matmul:avx512_core_amx``; ``MKL_VERBOSE=1`` names
 MKL's calls, and its banner the processor class it serves); what runs in neither is torch's own code.
 
+``--allocator [RUN]`` measures instead what training's large tensors cost where each gets new pages
+(``FCONV_ALLOCATOR=system``) against the plugin's reuse of freed memory (``fconv_plugin/host_memory.py``):
+``fairseq-train`` on a quickstart run's data-bin (default ``examples/bible_es_en/runs/latest``),
+the quickstart's model, batch (``--max-tokens 3000``) and recipe, ``--updates`` updates, each
+setting in a process of its own, taking turns, in float32 and (a CPU with the units) bfloat16:
+fairseq-train's own words/s and the process's peak resident memory, as ratios.
+
 ``--bf16`` (a CPU with bfloat16 units) measures the mixed-precision step that
 ``fairseq-train --cpu --bf16`` trains (``FConvModel.compute_in_``): part 1 becomes the
 step's self time by part (products, dropout, log-softmax, copies and casts, weight norm,
 zero fills, the rest), float32 and bfloat16 side by side, and parts 2-4 run in bfloat16.
 
     .venv/bin/python benchmarks/training_limits.py [--arch fconv_iwslt_de_en] [--bf16] [--kernels]
+    .venv/bin/python benchmarks/training_limits.py --allocator [RUN] [--updates 120] [--repeats 2]
     .venv/bin/python benchmarks/training_limits.py --quick    # parts 1-3 at few repetitions: checks that they run
 """
 
@@ -43,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_fconv as b  # noqa: E402
 import harness  # noqa: E402
 
-from fconv_plugin import precision  # noqa: E402
+from fconv_plugin import host_memory, precision  # noqa: E402
 from fconv_plugin.errors import FConvError  # noqa: E402
 
 MATRIX_PRODUCTS = ("aten::conv_tbc", "aten::addmm", "aten::mm", "aten::bmm", "aten::addmm_", "aten::conv_tbc_backward")
@@ -148,7 +156,8 @@ def kernels_of_the_step(arch: str, bf16: bool, threads: int) -> None:
 
     for mixed in ([False, True] if bf16 else [False]):
         env = {**os.environ, "ONEDNN_VERBOSE": "1", "MKL_VERBOSE": "1"}
-        child = subprocess.run([sys.executable, __file__, "--kernels-child", "--arch", arch, "--threads", str(threads)]
+        child = subprocess.run([sys.executable, __file__, "--kernels-child", "--arch", arch, "--threads", str(threads),
+                                "--train-batch", *map(str, b.TRAIN_BATCH)]
                                + (["--bf16"] if mixed else []), capture_output=True, text=True, env=env)
         if child.returncode != 0:
             raise SystemExit(f"the kernels' child process failed:\n{child.stderr[-3000:]}")
@@ -241,6 +250,53 @@ def compiled_step(model, batch, repetitions=6):
     return medians
 
 
+ALLOCATOR_RUN = """
+import resource, subprocess, sys
+code = subprocess.call(sys.argv[2:], stdout=open(sys.argv[1] + ".log", "w"), stderr=subprocess.STDOUT)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, code)
+"""
+
+
+def allocator_turns(run: Path, updates: int, repeats: int) -> None:
+    """fairseq-train with each large tensor on new pages (FCONV_ALLOCATOR=system) and with freed memory reused."""
+    import os
+    import re
+    import subprocess
+    import tempfile
+
+    data_bin = run / "data-bin"
+    if not data_bin.is_dir():
+        raise SystemExit(f"{run} has no data-bin: run bash {harness.QUICKSTART.relative_to(harness.ROOT)} first, or pass --quick")
+    train = [str(harness.BIN / "fairseq-train"), str(data_bin), "--user-dir", str(harness.ROOT / "fconv_plugin"),
+             "--arch", "fconv_iwslt_de_en", "--max-tokens", "3000", "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)",
+             "--clip-norm", "0.1", "--lr", "0.003", "--dropout", "0.1", "--criterion", "label_smoothed_cross_entropy",
+             "--label-smoothing", "0.1", "--cpu", "--max-update", str(updates), "--no-save", "--disable-validation",
+             "--seed", "1", "--required-batch-size-multiple", "1", "--log-format", "simple", "--num-workers", "0"]
+    settings = ("system", "reuse")
+    precisions = ["float32"] + (["bfloat16"] if precision.bf16_units() else [])
+    print(f"5. fairseq-train, {updates} updates on {data_bin}, the quickstart's model and batch; "
+          f"FCONV_ALLOCATOR=system (new pages for each large tensor) against reuse (the plugin's), {repeats} turns each:")
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in precisions:
+            words, peaks = {s: [] for s in settings}, {s: [] for s in settings}
+            for repeat in range(repeats):
+                for setting in harness.turns(settings, repeat):
+                    log = Path(scratch) / f"{name}-{setting}-{repeat}"
+                    child = subprocess.run([sys.executable, "-c", ALLOCATOR_RUN, str(log), *train,
+                                            *(["--bf16"] if name == "bfloat16" else [])],
+                                           capture_output=True, text=True, env={**os.environ, "FCONV_ALLOCATOR": setting})
+                    peak_kb, code = child.stdout.split()[-2:]
+                    text = Path(str(log) + ".log").read_text()
+                    if code != "0":
+                        raise SystemExit(f"fairseq-train failed ({setting}, {name}):\n{text[-3000:]}")
+                    words[setting].append(float(re.findall(r"\| train \| .*?\| wps ([\d.]+)", text)[-1]))
+                    peaks[setting].append(int(peak_kb) / 1024)
+            speed = {s: statistics.median(v) for s, v in words.items()}
+            peak = {s: max(v) for s, v in peaks.items()}
+            print(f"     {name}: words/s {speed['system']:.0f} -> {speed['reuse']:.0f} ({speed['reuse'] / speed['system']:.2f}x); "
+                  f"peak resident memory {peak['system']:.0f} -> {peak['reuse']:.0f} MB ({peak['reuse'] / peak['system']:.2f}x)")
+
+
 def main(argv=None):
     global REPETITIONS
     parser = harness.arguments(__doc__, run=False)
@@ -248,6 +304,11 @@ def main(argv=None):
     parser.add_argument("--arch", default="fconv_iwslt_de_en")
     parser.add_argument("--bf16", action="store_true", help="the mixed-precision step (fairseq-train --cpu --bf16) beside float32's")
     parser.add_argument("--kernels", action="store_true", help="part 0: the library kernels of each product")
+    parser.add_argument("--train-batch", nargs=2, type=int, metavar=("SENTENCES", "TOKENS"), default=list(b.TRAIN_BATCH),
+                        help="the step's batch (default bench_fconv.py's; 120 25 is fairseq-train's --max-tokens 3000)")
+    parser.add_argument("--allocator", nargs="?", const=str(harness.LATEST), metavar="RUN",
+                        help="part 5 alone: fairseq-train with and without the reuse of freed memory, on RUN's data-bin")
+    parser.add_argument("--updates", type=int, default=120, help="--allocator: fairseq-train's updates per run")
     parser.add_argument("--kernels-child", action="store_true", help=argparse.SUPPRESS)
     args = harness.parse(parser, argv)
     if args.bf16:
@@ -255,7 +316,13 @@ def main(argv=None):
             precision.check_cpu_bf16(precision.bf16_units(), "--bf16")  # training's own refusal
         except FConvError as refusal:
             parser.error(str(refusal))
+    if args.allocator:
+        print(harness.machine())
+        run = harness.quick_run() if args.quick else Path(args.allocator).resolve()
+        allocator_turns(run, 4 if args.quick else args.updates, args.repeats)
+        return
     torch.set_num_threads(args.threads)
+    b.TRAIN_BATCH = tuple(args.train_batch)  # every part measures at this batch
     if args.quick:
         REPETITIONS = 2
     task = b.make_task(args.arch)
@@ -266,9 +333,11 @@ def main(argv=None):
     plan = model.encoder.plans[0]
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     if args.kernels_child:
+        host_memory.keep_freed_memory()
         log_kernels(b.with_bf16({"plugin": model})["plugin bf16"] if args.bf16 else model, batch)
         return
-    print(f"{args.arch}, batch {sentences} x {length} tokens; {harness.machine()}")
+    memory = host_memory.keep_freed_memory()  # as fairseq-train does with the plugin's model on the CPU
+    print(f"{args.arch}, batch {sentences} x {length} tokens; {harness.machine()}; training memory: {memory}")
     if args.kernels:
         kernels_of_the_step(args.arch, args.bf16, args.threads)
     if args.bf16:

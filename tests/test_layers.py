@@ -65,7 +65,8 @@ def test_a_layer_loads_nothing_above_it(module, forbidden):
 # the layers below its own, never one of its own layer or above.
 LAYERS = [
     ["errors"],
-    ["native", "precision", "checkpoint_io"],  # the compiled loops' loader; the CPU's bfloat16 units; safe loading
+    ["native", "precision", "host_memory", "checkpoint_io"],  # the compiled loops' loader; the CPU's bfloat16 units;
+    # what training does with freed memory; safe loading
     ["backend"],  # the one selector of compiled or torch forms, over native (test below)
     ["modules", "optim"],  # the paper and nothing else (test below); the training budget's plan and scheduler
     ["layer_spec"],  # the model's options in the paper's layer terms

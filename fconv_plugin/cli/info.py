@@ -8,8 +8,8 @@ Versions of Python, torch and fairseq and the plugin; the CPU's features the loo
 (AVX2, AVX-512, AVX-512 VNNI, AMX) and its bfloat16 units, which decide ``--bf16 --cpu``
 (``fconv_plugin.precision``); each compiled loop and, for one that does not run, why;
 which int8 product runs; which forms of the step and the search a float32 and an int8
-model decode with on this CPU (``fconv_plugin.backend``, the one selector);
-torch's thread count.
+model decode with on this CPU (``fconv_plugin.backend``, the one selector); what training
+on the CPU does with freed memory (``fconv_plugin.host_memory``); torch's thread count.
 """
 
 import argparse
@@ -19,7 +19,7 @@ from typing import Dict
 
 import torch
 
-from .. import __version__, precision
+from .. import __version__, host_memory, precision
 from .. import backend
 from ..native.build import build_in_place
 
@@ -58,6 +58,7 @@ def report() -> str:
         + ", ".join(f"{name} {value}" for name, value in cpu_features().items()),
         f"bfloat16 units: {bf16_line(precision.bf16_units())}",
         f"threads: {torch.get_num_threads()} (torch.get_num_threads)",
+        f"training memory: {host_memory.describe()}",
         f"{backend.SWITCH}: {backend.switch_setting()}",
         "compiled loops:",
     ]

@@ -14,6 +14,7 @@ Each module fixes one thing fairseq breaks on this platform:
 - complete_batches: evaluation and training batch every sentence (fairseq #5036);
 - diverse_beam: ``--diverse-beam-groups`` on subsets larger than one batch;
 - cpu_bf16: ``--bf16`` on a CPU trains in mixed precision instead of asking for a TPU;
+- cpu_training_memory: training on a CPU reuses freed memory for its large tensors;
 - training_budget: ``--lr-scheduler time_budget`` gets the trainer's clock and stops training;
 - moses_round_trip: ``--tokenizer moses`` gives back C++, C# and quotation marks as written.
 
@@ -39,6 +40,7 @@ from . import (
     console,
     cli_errors,
     cpu_bf16,
+    cpu_training_memory,
     complete_batches,
     data_bin_checks,
     diverse_beam,
@@ -68,6 +70,7 @@ FIXES = {
     "complete_batches": complete_batches,
     "diverse_beam": diverse_beam,
     "cpu_bf16": cpu_bf16,
+    "cpu_training_memory": cpu_training_memory,
     "training_budget": training_budget,
     "moses_round_trip": moses_round_trip,
 }

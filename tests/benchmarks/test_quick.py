@@ -88,3 +88,17 @@ def test_the_float32_accumulation_patch_still_applies_as_docs_performance_md_say
     touched = set(re.findall(r"^\+\+\+ b/(\S+)", patch.read_text(), flags=re.M))
     assert touched == {"fconv_plugin/modules/conv_block.py", "fconv_plugin/modules/weight_norm.py"}, touched
     assert "benchmarks/float32_accumulation.patch" in (ROOT / "docs" / "performance.md").read_text()
+
+
+def test_the_allocator_comparison_runs_fairseq_train_both_ways(quickstart_run):
+    result = subprocess.run([str(warm_commands.bin_dir() / "python"), str(ROOT / "benchmarks" / "training_limits.py"),
+                             "--quick", "--allocator"], cwd=ROOT, capture_output=True, text=True, timeout=900,
+                            env={**os.environ, "FCONV_QUICK_RUN": str(quickstart_run)})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = re.findall(r"^     (float32|bfloat16): words/s (\d+) -> (\d+) \(([\d.]+)x\); peak resident memory (\d+) -> (\d+) MB",
+                      result.stdout, flags=re.M)
+    from fconv_plugin import precision
+
+    assert [row[0] for row in rows] == ["float32"] + (["bfloat16"] if precision.bf16_units() else []), result.stdout
+    for _, before, after, ratio, *_ in rows:  # the ratio printed is the two speeds' own
+        assert abs(int(after) / int(before) - float(ratio)) < 0.006 + 0.01 * float(ratio)

@@ -75,7 +75,7 @@ def test_user_dir_installs_every_fix_and_says_so_in_one_log_line():
     assert len(lines) == 1
     assert lines[0].endswith("host fixes active: safe_loading, atomic_checkpoints, interactive_input, "
                              "replace_unk, distributed_cpu, ngram_blocking, cli_errors, finished_training, data_bin_checks, "
-                             "complete_batches, diverse_beam, cpu_bf16, training_budget, moses_round_trip")
+                             "complete_batches, diverse_beam, cpu_bf16, cpu_training_memory, training_budget, moses_round_trip")
 
 
 def test_user_dir_outside_fairseqs_commands_leaves_the_host_alone():

@@ -1,0 +1,82 @@
+"""Training on the CPU: large tensors reuse the memory freed by the last step, not fresh pages.
+
+A training step at fairseq-train's ``--max-tokens 3000`` allocates and frees tensors of tens of
+megabytes several times: the logits over the vocabulary (3,000 x 8,000 float32: 96 MB), their
+log-probabilities, the loss's gradients. glibc's malloc serves every allocation above its mmap
+threshold (which it raises as it sees frees, to at most 32 MB) with new pages from the kernel,
+faulted in and zeroed 4 KB at a time, and hands them back at free, so the next step pays again:
+casting the 3,000 x 8,000 logits to float32 took 41 ms so, 6.5 ms from reused memory (a scratch
+timing, 2026-12-02, 2-core AMD EPYC). ``benchmarks/training_limits.py --allocator`` measures
+fairseq-train end to end both ways.
+
+``keep_freed_memory()`` raises glibc's two thresholds (``mallopt``: M_MMAP_THRESHOLD and
+M_TRIM_THRESHOLD, to ``REUSED_UP_TO`` bytes), so that allocations up to that size come from
+malloc's heap and what a step frees stays there for the next one. The price is memory: the
+process keeps what it freed, so its resident size stays near its peak and grows by what the
+heap's reuse cannot fit (measured in the same benchmark). A training process wants that; a
+server may not, so only training on the CPU asks for it (``compat/cpu_training_memory``).
+
+``FCONV_ALLOCATOR=system`` leaves malloc as it is (to measure the difference); where the C
+library is not glibc (musl, macOS) nothing can be set, and ``describe()`` (fconv-info) says so.
+
+This module imports nothing of the plugin but its error type: every layer may ask it.
+"""
+
+import ctypes
+import os
+from typing import Optional
+
+from .errors import FConvError
+
+SWITCH = "FCONV_ALLOCATOR"
+SETTINGS = ("reuse", "system")
+REUSED_UP_TO = 1 << 30  # bytes: the largest allocation served from the heap (a 3,000 x 80,000 float32 tensor)
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+
+
+def setting() -> str:
+    """``FCONV_ALLOCATOR``: reuse (unset or empty: the default) or system; anything else is refused in one line."""
+    value = os.environ.get(SWITCH, "").strip().lower() or "reuse"
+    if value not in SETTINGS:
+        raise FConvError(f"{SWITCH} must be one of {', '.join(SETTINGS)}, got {os.environ[SWITCH]!r}; "
+                         "unset it to let training reuse freed memory")
+    return value
+
+
+def glibc() -> Optional[ctypes.CDLL]:
+    """The process's C library where it is glibc (the one that has ``mallopt`` thresholds), else None."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # glibc's own function: musl and macOS have none
+        libc.mallopt
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def keep_freed_memory() -> str:
+    """Make this process's malloc keep freed memory for reuse (unless ``FCONV_ALLOCATOR=system``);
+    returns what was done, in words, for the log."""
+    if setting() == "system":
+        return f"{SWITCH}=system: malloc as the C library sets it (large tensors get new pages at every step)"
+    libc = glibc()
+    if libc is None:
+        return "the C library is not glibc: large tensors get new pages at every step (nothing set)"
+    for option in (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD):
+        if libc.mallopt(ctypes.c_int(option), ctypes.c_int(REUSED_UP_TO)) != 1:
+            return "glibc refused the thresholds (mallopt): large tensors get new pages at every step"
+    return (f"freed memory is kept for reuse by tensors up to {REUSED_UP_TO >> 20} MB "
+            f"(glibc mallopt; {SWITCH}=system turns this off)")
+
+
+def describe() -> str:
+    """What training on the CPU does with freed memory here, for fconv-info."""
+    try:
+        chosen = setting()
+    except FConvError as refusal:
+        return f"refused: {refusal}"
+    if chosen == "system":
+        return f"malloc as the C library sets it ({SWITCH}=system)"
+    if glibc() is None:
+        return "malloc as the C library sets it (not glibc: nothing to set)"
+    return f"training reuses freed memory for tensors up to {REUSED_UP_TO >> 20} MB (glibc mallopt)"

@@ -1,0 +1,89 @@
+"""Training on the CPU reuses freed memory for large tensors (fconv_plugin/host_memory.py).
+
+What is counted is the kernel's own count of page faults (``ru_minflt``), not time: a tensor
+of 64 MB touched again after it was freed faults its pages in afresh where malloc handed them
+back, and not at all where they were kept. Each case runs in a process of its own, since the
+setting is the process's."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fconv_plugin import host_memory
+from fconv_plugin.errors import FConvError
+from tests.tasks import PLUGIN_DIR, SMALL_MODEL, run_tool
+
+KEPT = "freed memory is kept for reuse by tensors up to 1024 MB (glibc mallopt; FCONV_ALLOCATOR=system turns this off)"
+PAGES = (64 << 20) // os.sysconf("SC_PAGE_SIZE")  # of one 64 MB tensor
+
+FAULTS = """
+import json, resource, torch
+from fconv_plugin import host_memory
+said = host_memory.keep_freed_memory()
+faults = []
+for _ in range(4):  # as four training steps: a large tensor made, filled, freed
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    tensor = torch.empty(16 << 20)  # 64 MB of float32
+    tensor.fill_(1.0)
+    del tensor
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(json.dumps([said, faults]))
+"""
+
+
+def _faults(**env):
+    result = subprocess.run([sys.executable, "-c", FAULTS], capture_output=True, text=True, timeout=120, check=True,
+                            env={**{k: v for k, v in os.environ.items() if k != host_memory.SWITCH}, **env})
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+@pytest.mark.skipif(host_memory.glibc() is None, reason="not glibc: nothing to set (test_describe covers the words)")
+def test_a_large_tensor_made_again_reuses_the_pages_freed_before():
+    said, kept = _faults()
+    assert said == KEPT
+    said_system, system = _faults(FCONV_ALLOCATOR="system")
+    assert said_system.startswith("FCONV_ALLOCATOR=system: malloc as the C library sets it")
+    assert kept[0] >= PAGES * 0.9  # the first time, the heap grows: every page faults in once
+    assert max(kept[2:]) < PAGES * 0.05  # once the heap has grown (a step or two), the freed pages are the next tensor's
+    # without it, glibc maps and unmaps 64 MB (above its 32 MB ceiling) every time (fewer faults only with huge pages)
+    assert min(system[2:]) >= PAGES * 0.9 or min(system[2:]) > 20 * max(max(kept[2:]), 1)
+
+
+def test_a_setting_other_than_reuse_or_system_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setenv(host_memory.SWITCH, "jemalloc")
+    with pytest.raises(FConvError) as refused:
+        host_memory.keep_freed_memory()
+    assert str(refused.value) == ("FCONV_ALLOCATOR must be one of reuse, system, got 'jemalloc'; "
+                                  "unset it to let training reuse freed memory")
+    assert host_memory.describe() == f"refused: {refused.value}"
+    monkeypatch.setenv(host_memory.SWITCH, " System ")
+    assert host_memory.setting() == "system"
+    monkeypatch.setenv(host_memory.SWITCH, "")
+    assert host_memory.setting() == "reuse"
+
+
+def test_describe_names_what_training_does_here(monkeypatch):
+    monkeypatch.delenv(host_memory.SWITCH, raising=False)
+    expected = ("training reuses freed memory for tensors up to 1024 MB (glibc mallopt)" if host_memory.glibc()
+                else "malloc as the C library sets it (not glibc: nothing to set)")
+    assert host_memory.describe() == expected
+    monkeypatch.setattr(host_memory, "glibc", lambda: None)  # a musl or macOS host
+    assert host_memory.describe() == "malloc as the C library sets it (not glibc: nothing to set)"
+    assert host_memory.keep_freed_memory() == (
+        "the C library is not glibc: large tensors get new pages at every step (nothing set)")
+    monkeypatch.setenv(host_memory.SWITCH, "system")
+    assert host_memory.describe() == "malloc as the C library sets it (FCONV_ALLOCATOR=system)"
+
+
+@pytest.mark.slow
+def test_fairseq_train_on_the_cpu_says_it_reuses_freed_memory(word_task):
+    _, data_bin = word_task
+    result = run_tool("fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, "--cpu", "--optimizer", "adam",
+                      "--lr", "0.001", "--max-tokens", "300", "--max-update", "2", "--no-save", "--disable-validation",
+                      "--log-format", "simple")
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if "fconv_plugin: training on the CPU:" in line]
+    said = (KEPT if host_memory.glibc() else "the C library is not glibc: large tensors get new pages at every step (nothing set)")
+    assert len(lines) == 1 and lines[0].endswith(f"training on the CPU: {said}"), lines
