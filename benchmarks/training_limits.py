@@ -257,6 +257,9 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, code)
 """
 
 
+SETTING_SAYS = {"system": "training on the CPU: FCONV_ALLOCATOR=system", "reuse": "training on the CPU: freed memory is kept"}
+
+
 def allocator_turns(run: Path, updates: int, repeats: int) -> None:
     """fairseq-train with each large tensor on new pages (FCONV_ALLOCATOR=system) and with freed memory reused."""
     import os
@@ -285,10 +288,13 @@ def allocator_turns(run: Path, updates: int, repeats: int) -> None:
                     child = subprocess.run([sys.executable, "-c", ALLOCATOR_RUN, str(log), *train,
                                             *(["--bf16"] if name == "bfloat16" else [])],
                                            capture_output=True, text=True, env={**os.environ, "FCONV_ALLOCATOR": setting})
-                    peak_kb, code = child.stdout.split()[-2:]
-                    text = Path(str(log) + ".log").read_text()
-                    if code != "0":
-                        raise SystemExit(f"fairseq-train failed ({setting}, {name}):\n{text[-3000:]}")
+                    text = Path(str(log) + ".log").read_text() if Path(str(log) + ".log").exists() else ""
+                    if child.returncode != 0 or child.stdout.split()[-1:] != ["0"]:
+                        raise SystemExit(f"fairseq-train failed ({setting}, {name}):\n{child.stderr[-1000:]}{text[-3000:]}")
+                    peak_kb = child.stdout.split()[-2]
+                    said = SETTING_SAYS[setting]
+                    if said not in text:  # the setting measured is the one the plugin applied
+                        raise SystemExit(f"fairseq-train ({setting}, {name}) did not log {said!r}:\n{text[-3000:]}")
                     words[setting].append(float(re.findall(r"\| train \| .*?\| wps ([\d.]+)", text)[-1]))
                     peaks[setting].append(int(peak_kb) / 1024)
             speed = {s: statistics.median(v) for s, v in words.items()}
@@ -305,7 +311,7 @@ def main(argv=None):
     parser.add_argument("--bf16", action="store_true", help="the mixed-precision step (fairseq-train --cpu --bf16) beside float32's")
     parser.add_argument("--kernels", action="store_true", help="part 0: the library kernels of each product")
     parser.add_argument("--train-batch", nargs=2, type=int, metavar=("SENTENCES", "TOKENS"), default=list(b.TRAIN_BATCH),
-                        help="the step's batch (default bench_fconv.py's; 120 25 is fairseq-train's --max-tokens 3000)")
+                        help="the step's batch (default bench_fconv.py's; 100 30 is about fairseq-train's --max-tokens 3000)")
     parser.add_argument("--allocator", nargs="?", const=str(harness.LATEST), metavar="RUN",
                         help="part 5 alone: fairseq-train with and without the reuse of freed memory, on RUN's data-bin")
     parser.add_argument("--updates", type=int, default=120, help="--allocator: fairseq-train's updates per run")

@@ -14,7 +14,8 @@ M_TRIM_THRESHOLD, to ``REUSED_UP_TO`` bytes), so that allocations up to that siz
 malloc's heap and what a step frees stays there for the next one. The price is memory: the
 process keeps what it freed, so its resident size stays near its peak and grows by what the
 heap's reuse cannot fit (measured in the same benchmark). A training process wants that; a
-server may not, so only training on the CPU asks for it (``compat/cpu_training_memory``).
+server may not, so only fairseq-train on the CPU asks for it (``compat/cpu_training_memory``),
+and the examples' speed probe, which measures what fairseq-train will run.
 
 ``FCONV_ALLOCATOR=system`` leaves malloc as it is (to measure the difference); where the C
 library is not glibc (musl, macOS) nothing can be set, and ``describe()`` (fconv-info) says so.
@@ -31,6 +32,7 @@ from .errors import FConvError
 SWITCH = "FCONV_ALLOCATOR"
 SETTINGS = ("reuse", "system")
 REUSED_UP_TO = 1 << 30  # bytes: the largest allocation served from the heap (a 3,000 x 80,000 float32 tensor)
+assert REUSED_UP_TO < 1 << 31  # mallopt takes an int
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 
 
@@ -49,7 +51,7 @@ def glibc() -> Optional[ctypes.CDLL]:
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # glibc's own function: musl and macOS have none
         libc.mallopt
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # TypeError: Windows, where CDLL(None) is not the C library
         return None
     return libc
 
@@ -70,13 +72,9 @@ def keep_freed_memory() -> str:
 
 
 def describe() -> str:
-    """What training on the CPU does with freed memory here, for fconv-info."""
+    """What fairseq-train on the CPU does with freed memory here, for fconv-info: found by making
+    the setting in this process (fconv-info's own, which ends right after), as training would."""
     try:
-        chosen = setting()
+        return f"fairseq-train on the CPU: {keep_freed_memory()}"
     except FConvError as refusal:
         return f"refused: {refusal}"
-    if chosen == "system":
-        return f"malloc as the C library sets it ({SWITCH}=system)"
-    if glibc() is None:
-        return "malloc as the C library sets it (not glibc: nothing to set)"
-    return f"training reuses freed memory for tensors up to {REUSED_UP_TO >> 20} MB (glibc mallopt)"

@@ -17,6 +17,7 @@ from fconv_plugin.errors import FConvError
 from tests.tasks import PLUGIN_DIR, SMALL_MODEL, run_tool
 
 KEPT = "freed memory is kept for reuse by tensors up to 1024 MB (glibc mallopt; FCONV_ALLOCATOR=system turns this off)"
+NOT_GLIBC = "the C library is not glibc: large tensors get new pages at every step (nothing set)"
 PAGES = (64 << 20) // os.sysconf("SC_PAGE_SIZE")  # of one 64 MB tensor
 
 FAULTS = """
@@ -34,19 +35,28 @@ print(json.dumps([said, faults]))
 """
 
 
+def _clean_environment(**env):
+    """This process's environment without what else decides malloc's behaviour (its own variables,
+    glibc's tunables, a preloaded allocator) or the plugin's switch, plus ``env``."""
+    return {**{k: v for k, v in os.environ.items()
+               if k not in (host_memory.SWITCH, "GLIBC_TUNABLES", "LD_PRELOAD") and not k.startswith("MALLOC_")}, **env}
+
+
 def _faults(**env):
     result = subprocess.run([sys.executable, "-c", FAULTS], capture_output=True, text=True, timeout=120, check=True,
-                            env={**{k: v for k, v in os.environ.items() if k != host_memory.SWITCH}, **env})
+                            env=_clean_environment(**env))
     return json.loads(result.stdout.splitlines()[-1])
 
 
 @pytest.mark.skipif(host_memory.glibc() is None, reason="not glibc: nothing to set (test_describe covers the words)")
 def test_a_large_tensor_made_again_reuses_the_pages_freed_before():
     said, kept = _faults()
+    if said.startswith("glibc refused"):
+        pytest.skip(f"this glibc refuses the thresholds, and training says so: {said}")
     assert said == KEPT
     said_system, system = _faults(FCONV_ALLOCATOR="system")
     assert said_system.startswith("FCONV_ALLOCATOR=system: malloc as the C library sets it")
-    assert kept[0] >= PAGES * 0.9  # the first time, the heap grows: every page faults in once
+    assert kept[0] > max(kept[2:])  # the first time, the heap grows: its pages fault in once (4 KB or huge ones)
     assert max(kept[2:]) < PAGES * 0.05  # once the heap has grown (a step or two), the freed pages are the next tensor's
     # without it, glibc maps and unmaps 64 MB (above its 32 MB ceiling) every time (fewer faults only with huge pages)
     assert min(system[2:]) >= PAGES * 0.9 or min(system[2:]) > 20 * max(max(kept[2:]), 1)
@@ -65,17 +75,24 @@ def test_a_setting_other_than_reuse_or_system_is_refused_in_one_line(monkeypatch
     assert host_memory.setting() == "reuse"
 
 
-def test_describe_names_what_training_does_here(monkeypatch):
+def test_fconv_info_says_what_fairseq_train_does_here():
+    result = subprocess.run([sys.executable, "-m", "fconv_plugin.cli.info"], capture_output=True, text=True, timeout=120,
+                            check=True, env=_clean_environment())
+    lines = [line for line in result.stdout.splitlines() if line.startswith("training memory: ")]
+    assert len(lines) == 1
+    said = lines[0][len("training memory: fairseq-train on the CPU: "):]
+    assert said in (KEPT, NOT_GLIBC) or said.startswith("glibc refused the thresholds"), lines
+    assert (said == NOT_GLIBC) == (host_memory.glibc() is None)
+    system = subprocess.run([sys.executable, "-m", "fconv_plugin.cli.info"], capture_output=True, text=True, timeout=120,
+                            check=True, env=_clean_environment(FCONV_ALLOCATOR="system")).stdout
+    assert ("training memory: fairseq-train on the CPU: FCONV_ALLOCATOR=system: malloc as the C library sets it "
+            "(large tensors get new pages at every step)") in system.splitlines()
+
+
+def test_a_c_library_that_is_not_glibc_is_named_and_nothing_is_set(monkeypatch):
     monkeypatch.delenv(host_memory.SWITCH, raising=False)
-    expected = ("training reuses freed memory for tensors up to 1024 MB (glibc mallopt)" if host_memory.glibc()
-                else "malloc as the C library sets it (not glibc: nothing to set)")
-    assert host_memory.describe() == expected
     monkeypatch.setattr(host_memory, "glibc", lambda: None)  # a musl or macOS host
-    assert host_memory.describe() == "malloc as the C library sets it (not glibc: nothing to set)"
-    assert host_memory.keep_freed_memory() == (
-        "the C library is not glibc: large tensors get new pages at every step (nothing set)")
-    monkeypatch.setenv(host_memory.SWITCH, "system")
-    assert host_memory.describe() == "malloc as the C library sets it (FCONV_ALLOCATOR=system)"
+    assert host_memory.keep_freed_memory() == NOT_GLIBC
 
 
 @pytest.mark.slow
@@ -83,7 +100,7 @@ def test_fairseq_train_on_the_cpu_says_it_reuses_freed_memory(word_task):
     _, data_bin = word_task
     result = run_tool("fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, "--cpu", "--optimizer", "adam",
                       "--lr", "0.001", "--max-tokens", "300", "--max-update", "2", "--no-save", "--disable-validation",
-                      "--log-format", "simple")
+                      "--log-format", "simple", env=_clean_environment())
     lines = [line for line in (result.stdout + result.stderr).splitlines() if "fconv_plugin: training on the CPU:" in line]
-    said = (KEPT if host_memory.glibc() else "the C library is not glibc: large tensors get new pages at every step (nothing set)")
+    said = KEPT if host_memory.glibc() else NOT_GLIBC
     assert len(lines) == 1 and lines[0].endswith(f"training on the CPU: {said}"), lines

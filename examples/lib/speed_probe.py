@@ -32,8 +32,10 @@ PLUGIN = str(Path(__file__).resolve().parents[2] / "fconv_plugin")
 
 def seconds_per_update(data_bin: str, train_options: str, updates: int) -> tuple:
     import fconv_plugin.compat
+    from fconv_plugin import host_memory
 
     fconv_plugin.compat.install()  # as --user-dir does in fairseq-train: --cpu --bf16 trains in mixed precision
+    host_memory.keep_freed_memory()  # as fairseq-train does on the CPU (compat/cpu_training_memory)
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, [data_bin, "--user-dir", PLUGIN, *shlex.split(train_options),
                                                 "--no-save", "--disable-validation", "--seed", "1"])

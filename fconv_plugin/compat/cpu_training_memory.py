@@ -1,8 +1,10 @@
 """fairseq-train on a CPU: the step's large tensors reuse freed memory (``fconv_plugin.host_memory``).
 
-Asked as fairseq's Trainer is built for the plugin's model on the CPU, before the first step;
-a model that is not the plugin's, and training on a GPU, keep malloc as it is. The log says
-what was set.
+Asked as fairseq's Trainer is built for the plugin's model on the CPU, before the first step,
+in a process that runs fairseq-train (its console script, ``python -m fairseq_cli.train`` or
+``fairseq_cli.train.main`` in-process): a process that only builds a Trainer (a notebook, a
+test), a model that is not the plugin's, and training on a GPU keep malloc as it is. The log
+says what was set.
 """
 
 import logging
@@ -10,14 +12,15 @@ import logging
 from fairseq import trainer as fairseq_trainer
 
 from .. import host_memory, precision
-from ._patching import patch
+from ._patching import patch, running_cli_module
 
 logger = logging.getLogger(__name__)
 
 
 def _keeping_freed_memory(trainer_init):
     def __init__(self, cfg, task, model, criterion, *args, **kwargs):
-        if precision.on_the_cpu(cfg.common.cpu) and hasattr(model, "compute_in_"):
+        if (running_cli_module("fairseq_cli.train") is not None and precision.on_the_cpu(cfg.common.cpu)
+                and hasattr(model, "compute_in_")):
             logger.info("fconv_plugin: training on the CPU: %s", host_memory.keep_freed_memory())
         trainer_init(self, cfg, task, model, criterion, *args, **kwargs)
 
