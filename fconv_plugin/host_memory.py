@@ -13,7 +13,8 @@ fairseq-train end to end both ways.
 M_TRIM_THRESHOLD, to ``REUSED_UP_TO`` bytes), so that allocations up to that size come from
 malloc's heap and what a step frees stays there for the next one. The price is memory: the
 process keeps what it freed, so its resident size stays near its peak and grows by what the
-heap's reuse cannot fit (measured in the same benchmark). A training process wants that; a
+heap's reuse cannot fit (measured in the same benchmark), until ``return_freed_memory()`` hands
+the free pages back as the next epoch begins. A training process wants that; a
 server may not, so only fairseq-train on the CPU asks for it (``compat/cpu_training_memory``),
 and the examples' speed probe, which measures what fairseq-train will run.
 
@@ -69,6 +70,14 @@ def keep_freed_memory() -> str:
             return "glibc refused the thresholds (mallopt): large tensors get new pages at every step"
     return (f"freed memory is kept for reuse by tensors up to {REUSED_UP_TO >> 20} MB "
             f"(glibc mallopt; {SWITCH}=system turns this off)")
+
+
+def return_freed_memory() -> bool:
+    """Hand the pages the heap holds free back to the kernel (glibc's ``malloc_trim``): called as
+    each epoch after the first begins, so that what is kept for reuse is what one epoch's batches
+    needed, not what the whole run's did. True where glibc released any."""
+    libc = glibc()
+    return libc is not None and bool(libc.malloc_trim(ctypes.c_size_t(0)))
 
 
 def describe() -> str:

@@ -62,6 +62,30 @@ def test_a_large_tensor_made_again_reuses_the_pages_freed_before():
     assert min(system[2:]) >= PAGES * 0.9 or min(system[2:]) > 20 * max(max(kept[2:]), 1)
 
 
+RESIDENT = """
+import json, torch
+from fconv_plugin import host_memory
+def resident_mb():
+    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) // 1024
+host_memory.keep_freed_memory()
+tensor = torch.empty(64 << 20)  # 256 MB of float32, touched, then freed: kept for reuse
+tensor.fill_(1.0)
+del tensor
+kept = resident_mb()
+returned = host_memory.return_freed_memory()
+print(json.dumps([kept, resident_mb(), returned]))
+"""
+
+
+@pytest.mark.skipif(host_memory.glibc() is None, reason="not glibc: nothing is kept, nothing to return")
+def test_the_memory_kept_for_reuse_goes_back_to_the_kernel_when_asked():
+    result = subprocess.run([sys.executable, "-c", RESIDENT], capture_output=True, text=True, timeout=120, check=True,
+                            env=_clean_environment())
+    kept, after, returned = json.loads(result.stdout.splitlines()[-1])
+    assert returned is True
+    assert kept - after >= 200, (kept, after)  # the 256 MB freed were still resident until then
+
+
 def test_a_setting_other_than_reuse_or_system_is_refused_in_one_line(monkeypatch):
     monkeypatch.setenv(host_memory.SWITCH, "jemalloc")
     with pytest.raises(FConvError) as refused:
@@ -104,3 +128,31 @@ def test_fairseq_train_on_the_cpu_says_it_reuses_freed_memory(word_task):
     lines = [line for line in (result.stdout + result.stderr).splitlines() if "fconv_plugin: training on the CPU:" in line]
     said = KEPT if host_memory.glibc() else NOT_GLIBC
     assert len(lines) == 1 and lines[0].endswith(f"training on the CPU: {said}"), lines
+
+
+@pytest.mark.slow
+def test_training_in_process_returns_the_free_pages_as_each_later_epoch_begins(word_task, tmp_path, monkeypatch):
+    from fairseq import options
+    from fairseq_cli import train
+
+    from tests.tasks import PAPER_OPTIMIZER
+
+    import fconv_plugin.compat
+
+    fconv_plugin.compat.install()
+    _, data_bin = word_task
+    epochs_asked = []
+    return_freed_memory = host_memory.return_freed_memory
+
+    def counted():  # the real call, counted
+        epochs_asked.append(return_freed_memory())
+        return epochs_asked[-1]
+
+    monkeypatch.setattr(host_memory, "return_freed_memory", counted)
+    monkeypatch.delenv(host_memory.SWITCH, raising=False)
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(data_bin), "--user-dir", PLUGIN_DIR, *SMALL_MODEL, *PAPER_OPTIMIZER, "--cpu", "--max-tokens", "300",
+        "--max-epoch", "3", "--save-dir", str(tmp_path), "--no-save", "--disable-validation", "--no-progress-bar",
+        "--num-workers", "0", "--seed", "1"])
+    train.main(args)
+    assert len(epochs_asked) == 2  # as epochs 2 and 3 begin, not the first
