@@ -287,7 +287,8 @@ def allocator_turns(run: Path, updates: int, repeats: int) -> None:
                     log = Path(scratch) / f"{name}-{setting}-{repeat}"
                     child = subprocess.run([sys.executable, "-c", ALLOCATOR_RUN, str(log), *train,
                                             *(["--bf16"] if name == "bfloat16" else [])],
-                                           capture_output=True, text=True, env={**os.environ, "FCONV_ALLOCATOR": setting})
+                                           capture_output=True, text=True, env={**{k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "LD_PRELOAD")
+                                                   and not k.startswith("MALLOC_")}, "FCONV_ALLOCATOR": setting})
                     text = Path(str(log) + ".log").read_text() if Path(str(log) + ".log").exists() else ""
                     if child.returncode != 0 or child.stdout.split()[-1:] != ["0"]:
                         raise SystemExit(f"fairseq-train failed ({setting}, {name}):\n{child.stderr[-1000:]}{text[-3000:]}")
@@ -295,7 +296,10 @@ def allocator_turns(run: Path, updates: int, repeats: int) -> None:
                     said = SETTING_SAYS[setting]
                     if said not in text:  # the setting measured is the one the plugin applied
                         raise SystemExit(f"fairseq-train ({setting}, {name}) did not log {said!r}:\n{text[-3000:]}")
-                    words[setting].append(float(re.findall(r"\| train \| .*?\| wps ([\d.]+)", text)[-1]))
+                    speeds = re.findall(r"\| train \| .*?\| wps ([\d.]+)", text)
+                    if not speeds:
+                        raise SystemExit(f"fairseq-train ({setting}, {name}) logged no epoch's words/s:\n{text[-3000:]}")
+                    words[setting].append(float(speeds[-1]))
                     peaks[setting].append(int(peak_kb) / 1024)
             speed = {s: statistics.median(v) for s, v in words.items()}
             peak = {s: max(v) for s, v in peaks.items()}

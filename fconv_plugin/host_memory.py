@@ -57,6 +57,9 @@ def glibc() -> Optional[ctypes.CDLL]:
     return libc
 
 
+KEPT = "freed memory is kept for reuse"  # how keep_freed_memory's words begin where the setting took
+
+
 def keep_freed_memory() -> str:
     """Make this process's malloc keep freed memory for reuse (unless ``FCONV_ALLOCATOR=system``);
     returns what was done, in words, for the log."""
@@ -68,7 +71,7 @@ def keep_freed_memory() -> str:
     for option in (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD):
         if libc.mallopt(ctypes.c_int(option), ctypes.c_int(REUSED_UP_TO)) != 1:
             return "glibc refused the thresholds (mallopt): large tensors get new pages at every step"
-    return (f"freed memory is kept for reuse by tensors up to {REUSED_UP_TO >> 20} MB "
+    return (f"{KEPT} by tensors up to {REUSED_UP_TO >> 20} MB "
             f"(glibc mallopt; {SWITCH}=system turns this off)")
 
 

@@ -1,9 +1,9 @@
 """fairseq-train on a CPU: the step's large tensors reuse freed memory (``fconv_plugin.host_memory``).
 
 Asked as fairseq's Trainer is built for the plugin's model on the CPU, before the first step,
-in a process that runs fairseq-train (its console script, ``python -m fairseq_cli.train`` or
-``fairseq_cli.train.main`` in-process): a process that only builds a Trainer (a notebook, a
-test), a model that is not the plugin's, and training on a GPU keep malloc as it is. The log
+in a process that runs fairseq-train (its console script, ``python -m fairseq_cli.train``, or
+any process that imported ``fairseq_cli.train`` to call its ``main``): a process that builds a
+Trainer without it, a model that is not the plugin's, and training on a GPU keep malloc as it is. The log
 says what was set. As each later epoch begins, the free pages go back to the kernel, so that
 the memory kept is what one epoch's batches need.
 """
@@ -22,8 +22,9 @@ def _keeping_freed_memory(trainer_init):
     def __init__(self, cfg, task, model, criterion, *args, **kwargs):
         if (running_cli_module("fairseq_cli.train") is not None and precision.on_the_cpu(cfg.common.cpu)
                 and hasattr(model, "compute_in_")):
-            logger.info("fconv_plugin: training on the CPU: %s", host_memory.keep_freed_memory())
-            self.fconv_plugin_keeps_freed_memory = host_memory.setting() == "reuse"
+            said = host_memory.keep_freed_memory()
+            logger.info("fconv_plugin: training on the CPU: %s", said)
+            self.fconv_plugin_keeps_freed_memory = said.startswith(host_memory.KEPT)  # what took, not what was asked
         trainer_init(self, cfg, task, model, criterion, *args, **kwargs)
 
     return __init__
