@@ -257,7 +257,10 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, code)
 """
 
 
-SETTING_SAYS = {"system": "training on the CPU: FCONV_ALLOCATOR=system", "reuse": "training on the CPU: freed memory is kept"}
+# how fairseq-train's log begins the line of each setting (compat/cpu_training_memory, in host_memory's words)
+SETTING_SAYS = {"system": f"training on the CPU: {host_memory.SWITCH}=system", "reuse": f"training on the CPU: {host_memory.KEPT}"}
+# what else decides malloc's behaviour in a child: left out, so that each child measures the setting alone
+OTHER_ALLOCATOR_VARIABLES = ("GLIBC_TUNABLES", "LD_PRELOAD")
 
 
 def allocator_turns(run: Path, updates: int, repeats: int) -> None:
@@ -279,6 +282,7 @@ def allocator_turns(run: Path, updates: int, repeats: int) -> None:
     precisions = ["float32"] + (["bfloat16"] if precision.bf16_units() else [])
     print(f"5. fairseq-train, {updates} updates on {data_bin}, the quickstart's model and batch; "
           f"FCONV_ALLOCATOR=system (new pages for each large tensor) against reuse (the plugin's), {repeats} turns each:")
+    environment = {k: v for k, v in os.environ.items() if k not in OTHER_ALLOCATOR_VARIABLES and not k.startswith("MALLOC_")}
     with tempfile.TemporaryDirectory() as scratch:
         for name in precisions:
             words, peaks = {s: [] for s in settings}, {s: [] for s in settings}
@@ -287,8 +291,7 @@ def allocator_turns(run: Path, updates: int, repeats: int) -> None:
                     log = Path(scratch) / f"{name}-{setting}-{repeat}"
                     child = subprocess.run([sys.executable, "-c", ALLOCATOR_RUN, str(log), *train,
                                             *(["--bf16"] if name == "bfloat16" else [])],
-                                           capture_output=True, text=True, env={**{k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "LD_PRELOAD")
-                                                   and not k.startswith("MALLOC_")}, "FCONV_ALLOCATOR": setting})
+                                           capture_output=True, text=True, env={**environment, host_memory.SWITCH: setting})
                     text = Path(str(log) + ".log").read_text() if Path(str(log) + ".log").exists() else ""
                     if child.returncode != 0 or child.stdout.split()[-1:] != ["0"]:
                         raise SystemExit(f"fairseq-train failed ({setting}, {name}):\n{child.stderr[-1000:]}{text[-3000:]}")
