@@ -6,22 +6,25 @@ another length, most of all for small budgets, and linear decay is robust. How m
 updates a budget buys is not known in advance (the CPU, its load, the pauses for
 validation), so after every update one reading of the clock decides (``BudgetPlan.decide``):
 
-    seconds per update = median of the recent training intervals
+    seconds per update = mean of the recent training intervals
                          + the pauses so far (validation, saving, a new epoch) spread over the updates so far
     remaining updates  = updates_that_fit(budget - clock - the pause due now, seconds per update)
-    progress           = updates / (updates + remaining)
+    progress           = max(updates / (updates + remaining), the budget's time spent since the first update)
 
 The same reading sets the next update's learning rate and says whether that update
 happens: when none fits, the progress is 1, so the learning rate set after the last
 update is the end value exactly (as fairseq's ``polynomial_decay`` leaves it), and the run
 stops. The learning rate rises linearly over the warm-up fraction of the run, holds, then
-falls linearly over the decay fraction. A pause due now (a validation, a save) that would
+falls linearly over the decay fraction. At a steady pace the two parts of the progress agree (the
+updates' part leads by the start-up); where the intervals vary, as on a loaded machine, the clock's
+part can lead, and then bounds the learning rate: no update trains above the value of the budget's
+fraction of time left as it begins. A pause due now (a validation, a save) that would
 leave no room for one more update, where one more fits without it, is left to the final
 validation and save, which come after the stop anyway: the budget is used to its end.
 The length of a pause is learnt from those measured; one due in the run's last
 ``FIRST_PAUSE_NEAR_END`` before any was measured is left to the end too. An interval over
-``PAUSE_FACTOR`` times the typical one is a pause; two such in a row are the machine slowing
-down, and join the typical intervals. A budget started from a checkpoint of another
+``PAUSE_FACTOR`` times the typical one (their median) is a pause; two such in a row are the machine
+slowing down, and join the training intervals. A budget started from a checkpoint of another
 schedule counts from that run's first update (its updates and clock are the origin).
 
 Only the clock readings it is given decide, so workers that read the same clock (fairseq's
@@ -120,6 +123,7 @@ class BudgetPlan:
         self.updates = 0  # updates done
         self.clock: Optional[float] = None  # the latest reading of the training clock
         self.update_clock: Optional[float] = None  # the reading at the latest new update
+        self.last_interval: Optional[float] = None  # seconds from the update before it to the latest
         self.first_update_clock: Optional[float] = None
         self.intervals = deque(maxlen=WINDOW)  # recent training intervals, seconds
         self.timed_updates = 0  # updates whose interval was measured
@@ -151,6 +155,8 @@ class BudgetPlan:
             if updates > 1:  # a checkpoint of another schedule: the budget counts from this run's first update
                 self.origin_updates, self.origin_clock = updates - 1, clock
         if updates != self.updates or self.update_clock is None:
+            if updates == self.updates + 1 and self.update_clock is not None:
+                self.last_interval = clock - self.update_clock
             self.updates, self.update_clock = updates, clock
             if updates >= 1 and self.first_update_clock is None:
                 self.first_update_clock = clock
@@ -176,11 +182,11 @@ class BudgetPlan:
         return statistics.median(self.intervals) if self.intervals else None
 
     def seconds_per_update(self) -> Optional[float]:
-        """The typical update plus the pauses so far spread over the updates measured."""
-        typical = self.typical_interval()
-        if typical is None:
+        """The recent training intervals' mean (what a number of updates adds up to, where the intervals vary)
+        plus the pauses so far spread over the updates measured."""
+        if not self.intervals:
             return None
-        return typical + self.pause_seconds / max(self.timed_updates, 1)
+        return statistics.fmean(self.intervals) + self.pause_seconds / max(self.timed_updates, 1)
 
     def expected_pause(self) -> float:
         """A validation's pause as measured so far (0 before the first)."""
@@ -222,11 +228,19 @@ class BudgetPlan:
         else:
             at_max = self.max_updates is not None and self.updates >= self.max_updates
             stop = ("max_update" if at_max else "time") if remaining == 0 else None
-            progress = 1.0 if remaining == 0 else min(done / (done + remaining), 1.0)
+            progress = 1.0 if remaining == 0 else min(max(done / (done + remaining), self.time_progress()), 1.0)
         if stop:
             self.phase, self.stopped_for = Phase.FINISHED, stop
         self.progress = progress
         return Decision(self.updates, clock, remaining, progress, left_to_the_end, stop)
+
+    def time_progress(self) -> float:
+        """The budget's fraction spent at the latest reading, counted from the first update's end (the
+        start-up before it is not the schedule's)."""
+        if self.clock is None or self.first_update_clock is None:
+            return 0.0
+        scheduled = self.seconds - (self.first_update_clock - self.origin_clock)
+        return 1.0 if scheduled <= 0 else max(self.clock - self.first_update_clock, 0.0) / scheduled
 
     def check_first_update(self) -> None:
         """Refuse a budget that the first update alone overran, before anything is saved."""

@@ -27,6 +27,21 @@ def budget_command(data_bin, save_dir, minutes, *extra):
             "--no-epoch-checkpoints", *extra]
 
 
+def within_the_budget(state, outcome, budget):
+    """The stop's promise on any machine: the last update began inside the budget, and the run ends within
+    3% of it unless that update alone took longer (an update under way is not cut)."""
+    began = state["trained_seconds"] - outcome["last_update_seconds"]
+    return began < budget and (state["trained_seconds"] <= 1.03 * budget or outcome["last_update_seconds"] > 0.03 * budget)
+
+
+def annealed_bound(state, outcome, budget, end):
+    """The most the last update may train with: the linear decay's value (decay 0.9 of the run) for the
+    budget's fraction left as it began, counted from the first update's end."""
+    began = state["trained_seconds"] - outcome["last_update_seconds"]
+    spent = (began - state["first_update_seconds"]) / (budget - state["first_update_seconds"])
+    return end + (0.003 - end) * (1 - spent) / 0.9
+
+
 def budget_state(path):
     checkpoint = load_raw_checkpoint(path)
     return (checkpoint["optimizer_history"][-1]["lr_scheduler_state"]["budget"],
@@ -46,9 +61,11 @@ def test_a_budgeted_run_ends_within_its_budget_anneals_and_says_what_it_reached(
     log = result.stdout + result.stderr
     state, fairseq_seconds, checkpoint = budget_state(save_dir / "checkpoint_last.pt")
     updates = checkpoint["optimizer_history"][-1]["num_updates"]
+    outcome = json.loads((save_dir / OUTCOME_FILE).read_text())
     assert state["updates"] == updates > 20
-    assert 0.9 * budget <= state["trained_seconds"] <= 1.03 * budget
-    assert fairseq_seconds <= 1.03 * budget  # fairseq's own clock
+    assert 0.9 * budget <= state["trained_seconds"] and within_the_budget(state, outcome, budget)
+    # fairseq's own clock in the save: the training's end, and then only the log line and the save itself
+    assert state["trained_seconds"] <= fairseq_seconds <= state["trained_seconds"] + outcome["final_validation_and_save_seconds"] + 1.0
     assert state["finished"] is True and state["budget_seconds"] == budget
     spent = re.search(r"fconv_plugin: the budget is spent: (\d+) updates in [0-9.]+ min \(([0-9.]+) s\) of training "
                       r"\(budget 0.25 min \(15.0 s\)\); by updates, --max-update (\d+) reruns it", log)
@@ -63,11 +80,10 @@ def test_a_budgeted_run_ends_within_its_budget_anneals_and_says_what_it_reached(
     progress = re.findall(r"spent_min=([0-9.]+), left_min=([0-9.]+)", log)
     assert progress and all(float(s) + float(l) == pytest.approx(0.25, abs=0.011) for s, l in progress)
     # the outcome, for scripts, beside the checkpoints: the checkpoint's own numbers
-    outcome = json.loads((save_dir / OUTCOME_FILE).read_text())
     assert outcome["stopped_for"] == "time" and outcome["updates"] == updates
     assert outcome["trained_seconds"] == state["trained_seconds"] and outcome["budget_seconds"] == budget
     assert outcome["lr_after_it"] == outcome["end_learning_rate"] == 0.0
-    assert 0 < outcome["last_update_lr"] <= 2 * 0.003 / (0.9 * updates)  # the last update itself: annealed, one step above 0
+    assert 0 < outcome["last_update_lr"] <= annealed_bound(state, outcome, budget, 0.0)  # the last update itself
 
 
 def test_validations_inside_the_budget_anneal_to_a_nonzero_end_value_and_end_in_its_last_2_percent(word_task, tmp_path):
@@ -84,10 +100,10 @@ def test_validations_inside_the_budget_anneal_to_a_nonzero_end_value_and_end_in_
     assert len(re.findall(r"\| valid on 'valid' subset \|", log)) >= 3  # validations inside the budget, and the final one
     assert state["pauses"] >= 2 and state["finished"] is True
     typical = statistics.median(state["intervals"])
-    assert 0.98 * budget - typical <= state["trained_seconds"] <= 1.03 * budget
     outcome = json.loads((save_dir / OUTCOME_FILE).read_text())
+    assert 0.98 * budget - typical <= state["trained_seconds"] and within_the_budget(state, outcome, budget)
     assert outcome["lr_after_it"] == outcome["end_learning_rate"] == 1e-5 and outcome["updates"] == state["updates"]
-    assert 1e-5 < outcome["last_update_lr"] <= 1e-5 + 2 * (0.003 - 1e-5) / (0.9 * state["updates"])
+    assert 1e-5 < outcome["last_update_lr"] <= annealed_bound(state, outcome, budget, 1e-5)
 
 
 def test_a_resumed_budget_continues_its_clock_and_a_finished_one_trains_nothing(word_task, tmp_path):
@@ -101,7 +117,8 @@ def test_a_resumed_budget_continues_its_clock_and_a_finished_one_trains_nothing(
     second, second_clock, _ = budget_state(save_dir / "checkpoint_last.pt")
     assert re.search(rf"Loaded checkpoint .*checkpoint_last.pt \(epoch \d+ @ {first['updates']} updates\)", log)
     assert second["updates"] > first["updates"]
-    assert first_clock < second["trained_seconds"] <= 1.03 * 0.3 * 60  # the clock went on from the first run's
+    assert first_clock < second["trained_seconds"]  # the clock went on from the first run's
+    assert within_the_budget(second, json.loads((save_dir / OUTCOME_FILE).read_text()), 0.3 * 60)
     assert second_clock > first_clock
 
     finished = _digests(save_dir)
@@ -164,4 +181,5 @@ def test_torchrun_workers_stop_at_the_same_update(word_task, tmp_path):
     assert stop, log[-3000:]
     assert stop.group(1) == stop.group(2) == stop.group(3)
     state, fairseq_seconds, _ = budget_state(save_dir / "checkpoint_last.pt")
-    assert state["updates"] == int(stop.group(1)) and state["trained_seconds"] <= 1.03 * 0.3 * 60
+    assert state["updates"] == int(stop.group(1))
+    assert within_the_budget(state, json.loads((save_dir / OUTCOME_FILE).read_text()), 0.3 * 60)
