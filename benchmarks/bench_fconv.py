@@ -46,11 +46,12 @@ from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models import fconv as reference_fconv  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
-from fconv_plugin import host_memory, precision  # noqa: E402
+from fconv_plugin import backend, host_memory, precision  # noqa: E402
 from fconv_plugin.models import ARCHITECTURES, FConvModel  # noqa: E402
 
 VOCAB = {"fconv_iwslt_de_en": 8000, "fconv_wmt_en_de": 40000}  # see the docstring
 DEFAULT_VOCAB = 8000
+TORCH_DRAWS_BF16 = "plugin bf16, torch's dropout draws"  # with_bf16: the side-by-side reference
 SRC_LEN = 24
 GEN_SETTINGS = {"beam5_batch16": (5, 16), "beam1_batch1": (1, 1)}
 TRAIN_BATCH = (32, 24)  # sentences x tokens (--train-batch; fairseq-train's --max-tokens 3000 is about 100 x 30)
@@ -85,10 +86,14 @@ def build_models(arch, task, seed=0, overrides=None):
 
 
 def with_bf16(models):
-    """The plugin's model in mixed precision too (``--bf16`` on a CPU), where the CPU has the units."""
+    """The plugin's model in mixed precision too (``--bf16`` on a CPU), where the CPU has the units; where
+    its dropout draws are not torch's here (backend.training_dropout), also with torch's, side by side."""
     if precision.bf16_units() is None:
         return models
-    return {**models, "plugin bf16": copy.deepcopy(models["plugin"]).compute_in_(torch.bfloat16)}
+    mixed = {"plugin bf16": copy.deepcopy(models["plugin"]).compute_in_(torch.bfloat16)}
+    if backend.training_dropout(torch.bfloat16) != backend.TORCH_DRAWS:
+        mixed[TORCH_DRAWS_BF16] = copy.deepcopy(models["plugin"]).compute_in_(torch.bfloat16, backend.TORCH_DRAWS)
+    return {**models, **mixed}
 
 
 def build_one(arch, task, which):
@@ -414,6 +419,11 @@ def print_table(results):
                   f"±{train['spread']['plugin bf16']:.0%}, {words['plugin bf16'] / words['plugin']:.2f}x float32's, "
                   f"{words['plugin bf16'] / words['fairseq']:.2f}x fairseq's; {rates['plugin bf16']:.0f} GFLOP/s "
                   f"({rates['plugin bf16'] / peak['bfloat16']:.0%} of the bfloat16 peak)")
+        if TORCH_DRAWS_BF16 in rates:
+            words = train["target_words_per_s"]
+            print(f"{name:<24}   bfloat16's dropout, {backend.training_dropout(torch.bfloat16)} against "
+                  f"{backend.TORCH_DRAWS}: {words['plugin bf16']:.1f} against {words[TORCH_DRAWS_BF16]:.1f} target "
+                  f"words/s ±{train['spread'][TORCH_DRAWS_BF16]:.0%}, {words['plugin bf16'] / words[TORCH_DRAWS_BF16]:.2f}x")
         if "peak_rss_MB" not in r:
             continue
         for setting in GEN_SETTINGS:

@@ -21,7 +21,9 @@ MKL's calls, and its banner the processor class it serves); what runs in neither
 ``fairseq-train`` on a quickstart run's data-bin (default ``examples/bible_es_en/runs/latest``),
 the quickstart's model, batch (``--max-tokens 3000``) and recipe, ``--updates`` updates, each
 setting in a process of its own, taking turns, in float32 and (a CPU with the units) bfloat16:
-fairseq-train's own words/s and the process's peak resident memory, as ratios.
+fairseq-train's own words/s and the process's peak resident memory, as ratios. ``--dropout [RUN]``
+does the same in bfloat16 for its dropout's draws: torch's (``FCONV_DROPOUT=torch``) against
+16-bit draws (``FCONV_DROPOUT=16bit``, ``fconv_plugin/modules/dropout.py``).
 
 ``--bf16`` (a CPU with bfloat16 units) measures the mixed-precision step that
 ``fairseq-train --cpu --bf16`` trains (``FConvModel.compute_in_``): part 1 becomes the
@@ -30,6 +32,7 @@ zero fills, the rest), float32 and bfloat16 side by side, and parts 2-4 run in b
 
     .venv/bin/python benchmarks/training_limits.py [--arch fconv_iwslt_de_en] [--bf16] [--kernels]
     .venv/bin/python benchmarks/training_limits.py --allocator [RUN] [--updates 120] [--repeats 2]
+    .venv/bin/python benchmarks/training_limits.py --dropout [RUN] [--updates 120] [--repeats 2]
     .venv/bin/python benchmarks/training_limits.py --quick    # parts 1-3 at few repetitions: checks that they run
 """
 
@@ -40,6 +43,7 @@ import statistics
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -51,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_fconv as b  # noqa: E402
 import harness  # noqa: E402
 
-from fconv_plugin import host_memory, precision  # noqa: E402
+from fconv_plugin import backend, host_memory, precision  # noqa: E402
 from fconv_plugin.errors import FConvError  # noqa: E402
 
 MATRIX_PRODUCTS = ("aten::conv_tbc", "aten::addmm", "aten::mm", "aten::bmm", "aten::addmm_", "aten::conv_tbc_backward")
@@ -250,21 +254,41 @@ def compiled_step(model, batch, repetitions=6):
     return medians
 
 
-ALLOCATOR_RUN = """
+TRAIN_RUN = """
 import resource, subprocess, sys
 code = subprocess.call(sys.argv[2:], stdout=open(sys.argv[1] + ".log", "w"), stderr=subprocess.STDOUT)
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, code)
 """
 
 
-# how fairseq-train's log begins the line of each setting (compat/cpu_training_memory, in host_memory's words)
-SETTING_SAYS = {"system": f"training on the CPU: {host_memory.SWITCH}=system", "reuse": f"training on the CPU: {host_memory.KEPT}"}
+@dataclass(frozen=True)
+class Comparison:
+    """Two settings of one switch, each fairseq-train child under one: ``says`` is how its log names the setting
+    it ran under (the benchmark refuses a child that does not), in the plugin's own words."""
+
+    title: str
+    switch: str
+    settings: tuple  # (before, after): the reference first
+    says: dict
+    precisions: tuple
+
+
 # what else decides malloc's behaviour in a child: left out, so that each child measures the setting alone
 OTHER_ALLOCATOR_VARIABLES = ("GLIBC_TUNABLES", "LD_PRELOAD")
+ALLOCATOR = Comparison(
+    "FCONV_ALLOCATOR=system (new pages for each large tensor) against reuse (the plugin's)", host_memory.SWITCH,
+    ("system", "reuse"),
+    # how fairseq-train's log begins the line of each setting (compat/cpu_training_memory, in host_memory's words)
+    {"system": f"training on the CPU: {host_memory.SWITCH}=system", "reuse": f"training on the CPU: {host_memory.KEPT}"},
+    ("float32", "bfloat16"))
+DROPOUT = Comparison(
+    f"{backend.DROPOUT_SWITCH}=torch (torch's Bernoulli draws) against 16bit (16-bit draws)", backend.DROPOUT_SWITCH,
+    ("torch", "16bit"), {name: f"; dropout: {draws}" for name, draws in backend.DROPOUT_SETTINGS.items()},
+    ("bfloat16",))
 
 
-def allocator_turns(run: Path, updates: int, repeats: int) -> None:
-    """fairseq-train with each large tensor on new pages (FCONV_ALLOCATOR=system) and with freed memory reused."""
+def fairseq_train_turns(run: Path, updates: int, repeats: int, comparison: Comparison) -> None:
+    """fairseq-train under each of ``comparison``'s two settings, taking turns: its words/s and peak memory."""
     import os
     import re
     import subprocess
@@ -278,25 +302,29 @@ def allocator_turns(run: Path, updates: int, repeats: int) -> None:
              "--clip-norm", "0.1", "--lr", "0.003", "--dropout", "0.1", "--criterion", "label_smoothed_cross_entropy",
              "--label-smoothing", "0.1", "--cpu", "--max-update", str(updates), "--no-save", "--disable-validation",
              "--seed", "1", "--required-batch-size-multiple", "1", "--log-format", "simple", "--num-workers", "0"]
-    settings = ("system", "reuse")
-    precisions = ["float32"] + (["bfloat16"] if precision.bf16_units() else [])
+    before, after = comparison.settings
+    precisions = [name for name in comparison.precisions if name == "float32" or precision.bf16_units()]
+    if not precisions:
+        raise SystemExit(f"{comparison.switch} sets bfloat16's training; this CPU has no bfloat16 units "
+                         f"({precision.UNIT_NAMES}): nothing to compare")
     print(f"5. fairseq-train, {updates} updates on {data_bin}, the quickstart's model and batch; "
-          f"FCONV_ALLOCATOR=system (new pages for each large tensor) against reuse (the plugin's), {repeats} turns each:")
-    environment = {k: v for k, v in os.environ.items() if k not in OTHER_ALLOCATOR_VARIABLES and not k.startswith("MALLOC_")}
+          f"{comparison.title}, {repeats} turns each:")
+    environment = {k: v for k, v in os.environ.items()
+                   if k not in OTHER_ALLOCATOR_VARIABLES + (backend.DROPOUT_SWITCH,) and not k.startswith("MALLOC_")}
     with tempfile.TemporaryDirectory() as scratch:
         for name in precisions:
-            words, peaks = {s: [] for s in settings}, {s: [] for s in settings}
+            words, peaks = {s: [] for s in comparison.settings}, {s: [] for s in comparison.settings}
             for repeat in range(repeats):
-                for setting in harness.turns(settings, repeat):
+                for setting in harness.turns(comparison.settings, repeat):
                     log = Path(scratch) / f"{name}-{setting}-{repeat}"
-                    child = subprocess.run([sys.executable, "-c", ALLOCATOR_RUN, str(log), *train,
+                    child = subprocess.run([sys.executable, "-c", TRAIN_RUN, str(log), *train,
                                             *(["--bf16"] if name == "bfloat16" else [])],
-                                           capture_output=True, text=True, env={**environment, host_memory.SWITCH: setting})
+                                           capture_output=True, text=True, env={**environment, comparison.switch: setting})
                     text = Path(str(log) + ".log").read_text() if Path(str(log) + ".log").exists() else ""
                     if child.returncode != 0 or child.stdout.split()[-1:] != ["0"]:
                         raise SystemExit(f"fairseq-train failed ({setting}, {name}):\n{child.stderr[-1000:]}{text[-3000:]}")
                     peak_kb = child.stdout.split()[-2]
-                    said = SETTING_SAYS[setting]
+                    said = comparison.says[setting]
                     if said not in text:  # the setting measured is the one the plugin applied
                         raise SystemExit(f"fairseq-train ({setting}, {name}) did not log {said!r}:\n{text[-3000:]}")
                     speeds = re.findall(r"\| train \| .*?\| wps ([\d.]+)", text)
@@ -306,8 +334,8 @@ def allocator_turns(run: Path, updates: int, repeats: int) -> None:
                     peaks[setting].append(int(peak_kb) / 1024)
             speed = {s: statistics.median(v) for s, v in words.items()}
             peak = {s: max(v) for s, v in peaks.items()}
-            print(f"     {name}: words/s {speed['system']:.0f} -> {speed['reuse']:.0f} ({speed['reuse'] / speed['system']:.2f}x); "
-                  f"peak resident memory {peak['system']:.0f} -> {peak['reuse']:.0f} MB ({peak['reuse'] / peak['system']:.2f}x)")
+            print(f"     {name}: words/s {speed[before]:.0f} -> {speed[after]:.0f} ({speed[after] / speed[before]:.2f}x); "
+                  f"peak resident memory {peak[before]:.0f} -> {peak[after]:.0f} MB ({peak[after] / peak[before]:.2f}x)")
 
 
 def main(argv=None):
@@ -321,7 +349,9 @@ def main(argv=None):
                         help="the step's batch (default bench_fconv.py's; 100 30 is about fairseq-train's --max-tokens 3000)")
     parser.add_argument("--allocator", nargs="?", const=str(harness.LATEST), metavar="RUN",
                         help="part 5 alone: fairseq-train with and without the reuse of freed memory, on RUN's data-bin")
-    parser.add_argument("--updates", type=int, default=120, help="--allocator: fairseq-train's updates per run")
+    parser.add_argument("--dropout", nargs="?", const=str(harness.LATEST), metavar="RUN",
+                        help="part 5 alone: fairseq-train --bf16 with torch's dropout draws and with 16-bit draws, on RUN's data-bin")
+    parser.add_argument("--updates", type=int, default=120, help="--allocator, --dropout: fairseq-train's updates per run")
     parser.add_argument("--kernels-child", action="store_true", help=argparse.SUPPRESS)
     args = harness.parse(parser, argv)
     if args.bf16:
@@ -329,11 +359,12 @@ def main(argv=None):
             precision.check_cpu_bf16(precision.bf16_units(), "--bf16")  # training's own refusal
         except FConvError as refusal:
             parser.error(str(refusal))
-    if args.allocator:
-        print(harness.machine())
-        run = harness.quick_run() if args.quick else Path(args.allocator).resolve()
-        allocator_turns(run, 4 if args.quick else args.updates, args.repeats)
-        return
+    for asked, comparison in ((args.allocator, ALLOCATOR), (args.dropout, DROPOUT)):
+        if asked:
+            print(harness.machine())
+            run = harness.quick_run() if args.quick else Path(asked).resolve()
+            fairseq_train_turns(run, 4 if args.quick else args.updates, args.repeats, comparison)
+            return
     torch.set_num_threads(args.threads)
     b.TRAIN_BATCH = tuple(args.train_batch)  # every part measures at this batch
     if args.quick:

@@ -9,7 +9,14 @@ the same bits (``fconv_plugin/native/``, each optional at install):
 - beam search's candidates and bookkeeping between steps (``beam_candidates``; torch
   form: ``decoding/search.py``).
 
-This module is the only code that reads what decides between them: ``FCONV_NATIVE``,
+Training has one choice of form, its dropout's draws (``training_dropout``,
+``modules/dropout.py``): torch's own in float32, fairseq's masks for a seed; in bfloat16,
+16-bit draws where torch's Bernoulli draws would run on one core (outside Intel's CPUs,
+where they are MKL's, on every core). Both give the same distribution, not the same masks.
+``FCONV_DROPOUT=torch`` or ``16bit`` sets bfloat16's draws (for side-by-side runs:
+``benchmarks/training_limits.py --dropout``); anything else is refused in one line.
+
+This module is the only code that reads what decides between them: ``FCONV_NATIVE``, ``FCONV_DROPOUT``,
 which loops the install built (``native``'s loader), the CPU's int8 features, the
 precision and device of the tensors, int8 weights, and whether an exporter is tracing.
 ``select`` returns, for one search, the compiled module of each part or None where its
@@ -22,7 +29,7 @@ list of loop names (``FCONV_NATIVE=int8_rows``) runs those loops alone, for meas
 what each buys (``benchmarks/native_loops.py``); it switches nothing off that keeps
 results safe: both forms compute the same arithmetic.
 
-This module imports nothing of the plugin but ``native``: the int8 layers below the model
+This module imports nothing of the plugin but ``native`` and the error type: the int8 layers below the model
 ask it as the step and the search above do.
 """
 
@@ -34,11 +41,17 @@ from typing import Dict, Optional
 import torch
 
 from . import native
+from .errors import FConvError
 
 logger = logging.getLogger(__name__)
 
 SWITCH = "FCONV_NATIVE"
 LOOPS = native.LOOPS
+TORCH_DRAWS = "torch's Bernoulli draws"  # training's dropout forms (training_dropout)
+SIXTEEN_BIT_DRAWS = "16-bit draws"
+DROPOUT_DRAWS = (TORCH_DRAWS, SIXTEEN_BIT_DRAWS)
+DROPOUT_SWITCH = "FCONV_DROPOUT"
+DROPOUT_SETTINGS = {"torch": TORCH_DRAWS, "16bit": SIXTEEN_BIT_DRAWS}
 _announced = False
 _loops: Dict[str, object] = {}  # each loop's module or None, read once per process (``forget``: again)
 
@@ -124,6 +137,53 @@ def forget() -> None:
     """Ask the loader again (after ``fconv-info --build`` built the loops)."""
     _loops.clear()
     native.forget()
+
+
+def cpu_vendor(cpuinfo: str = "/proc/cpuinfo") -> Optional[str]:
+    """The CPU's vendor as the kernel names it (GenuineIntel, AuthenticAMD); None where it does not say."""
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def dropout_setting() -> Optional[str]:
+    """bfloat16's draws as ``FCONV_DROPOUT`` sets them (None: unset, the CPU decides); else the refusal."""
+    value = os.environ.get(DROPOUT_SWITCH, "").strip()
+    if value and value not in DROPOUT_SETTINGS:
+        raise FConvError(f"{DROPOUT_SWITCH}={value!r} is neither torch (torch's Bernoulli draws) nor 16bit "
+                         f"(16-bit draws); unset it to let the CPU decide")
+    return DROPOUT_SETTINGS.get(value)
+
+
+def training_dropout(dtype: torch.dtype, vendor: Optional[str] = None, mkl: Optional[bool] = None) -> str:
+    """The dropout draws a training step computing in ``dtype`` uses (``modules/dropout.py``): torch's in
+    float32 (fairseq's masks for a seed); in bfloat16 what ``FCONV_DROPOUT`` sets, else torch's where it
+    draws Bernoulli masks with MKL on every core (an Intel CPU and a torch built with MKL), else 16-bit
+    draws (a quarter of the generator's calls). ``vendor``, ``mkl``: this machine's unless given."""
+    if dtype == torch.float32:
+        return TORCH_DRAWS
+    if dropout_setting() is not None:
+        return dropout_setting()
+    vendor = cpu_vendor() if vendor is None else vendor
+    mkl = torch.backends.mkl.is_available() if mkl is None else mkl
+    return TORCH_DRAWS if vendor == "GenuineIntel" and mkl else SIXTEEN_BIT_DRAWS
+
+
+def dropout_description() -> str:
+    """``training_dropout`` on this machine in words, for ``fconv-info``."""
+    why = {TORCH_DRAWS: "torch draws them with MKL on every core here",
+           SIXTEEN_BIT_DRAWS: "a quarter of the generator's calls; torch's run on one core here"}
+    try:
+        chosen = training_dropout(torch.bfloat16)
+    except FConvError as refusal:
+        return str(refusal)
+    reason = f"{DROPOUT_SWITCH}={os.environ[DROPOUT_SWITCH].strip()}" if dropout_setting() else why[chosen]
+    return f"float32 {TORCH_DRAWS} (fairseq's masks for a seed); bfloat16 {chosen} ({reason})"
 
 
 def tracing() -> bool:

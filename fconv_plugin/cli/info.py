@@ -59,6 +59,7 @@ def report() -> str:
         f"bfloat16 units: {bf16_line(precision.bf16_units())}",
         f"threads: {torch.get_num_threads()} (torch.get_num_threads)",
         f"training memory: {host_memory.describe()}",
+        f"training dropout (fconv_plugin/backend.py): {backend.dropout_description()}",
         f"{backend.SWITCH}: {backend.switch_setting()}",
         "compiled loops:",
     ]

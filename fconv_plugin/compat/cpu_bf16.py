@@ -81,7 +81,8 @@ def train_in_mixed_precision(cfg, model, units: str) -> None:
     workers = from_every_worker(model.decoder.compute_dtype == model.encoder.compute_dtype == torch.bfloat16)
     on_workers = "" if len(workers) == 1 else f" on {sum(workers)} of {len(workers)} workers"
     logger.info("fconv_plugin: --bf16 on the CPU (%s): products and convolutions in bfloat16%s; weights, "
-                "optimizer state and checkpoints float32", units, on_workers)
+                "optimizer state and checkpoints float32; dropout: %s", units, on_workers,
+                model.decoder.dropout_module.draws)
 
 
 def _training_in_mixed_precision(trainer_init):

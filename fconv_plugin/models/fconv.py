@@ -14,6 +14,7 @@ from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, FairseqIn
 from fairseq.modules import FairseqDropout
 from torch import Tensor, nn
 
+from .. import backend
 from ..checkpoint_io import loading_fairseq_checkpoints
 from ..errors import FConvError
 from ..layer_spec import parse_attention, parse_conv_layers
@@ -31,6 +32,7 @@ from ..modules import (
     scale_gradient,
 )
 from ..deployment.int8 import has_int8_weights, swap_in_int8_modules_
+from ..modules.dropout import dropout_from_16_bit_draws
 from ..modules.conv_block import SQRT_HALF, GatedLinearUnit, plan_conv_stack, residual_projection, same_length_padding
 from ..modules.attention import AttentionSums
 from ..modules.embeddings import SharedOutputEmbedding, positional_embedding_or_none
@@ -147,19 +149,27 @@ class FConvModel(FairseqEncoderDecoderModel):
         shared_embedding = [self.decoder.embed_tokens] if self.decoder.share_input_output_embed else []
         swap_in_int8_modules_(self, keep=shared_embedding)
 
-    def compute_in_(self, dtype: torch.dtype) -> "FConvModel":
+    def compute_in_(self, dtype: torch.dtype, dropout_draws: Optional[str] = None) -> "FConvModel":
         """Mixed precision: the matrix products and convolutions in ``dtype`` (torch.bfloat16,
         on CPUs with bfloat16 units), everything that keeps the model's precision in float32:
         the parameters, and so the optimizer's state and the checkpoints; weight norm's norms
         (``modules/weight_norm.py``); the attention's softmax and the copy mixture
         (``AttentionSums.softmax_dtype``); the loss's log-softmax, which fairseq computes in
-        float32 from the logits. ``torch.float32`` makes it all float32 again."""
+        float32 from the logits. ``torch.float32`` makes it all float32 again. Training's
+        dropout draws its masks as ``backend.training_dropout`` chooses for ``dtype``, or as
+        ``dropout_draws`` (one of ``backend.DROPOUT_DRAWS``) says."""
         if dtype not in (torch.float32, torch.bfloat16):
             raise FConvError(f"the model computes in float32 or in mixed precision with bfloat16, not {dtype}")
+        if dropout_draws is not None and dropout_draws not in backend.DROPOUT_DRAWS:
+            raise FConvError(f"dropout draws are one of {', '.join(map(repr, backend.DROPOUT_DRAWS))}, not {dropout_draws!r}")
         if dtype != torch.float32 and self.has_int8_weights():
             raise FConvError("an int8 model (fconv-quantize) computes in int8 and float32; load the float32 checkpoint")
         mixed = None if dtype == torch.float32 else dtype
         self.encoder.compute_dtype = self.decoder.compute_dtype = mixed
+        draws = backend.training_dropout(dtype) if dropout_draws is None else dropout_draws
+        for module in self.modules():
+            if isinstance(module, FConvDropout):
+                module.draws = draws
         for module in self.modules():
             if isinstance(module, AttentionSums):
                 module.softmax_dtype = None if mixed is None else torch.float32
@@ -221,6 +231,21 @@ def _check_dimensions(args) -> None:
         )
 
 
+class FConvDropout(FairseqDropout):
+    """fairseq's dropout module (``--retain-dropout`` reaches it as it does fairseq's fconv), drawing
+    training's masks as ``draws`` says: torch's (fairseq's masks; float32 always) or
+    ``modules/dropout.py``'s 16-bit draws (FConvModel.compute_in_ sets it from backend's choice)."""
+
+    def __init__(self, p: float, module_name: Optional[str] = None):
+        super().__init__(p, module_name=module_name)
+        self.draws = backend.TORCH_DRAWS
+
+    def forward(self, x: Tensor, inplace: bool = False) -> Tensor:
+        if self.draws == backend.SIXTEEN_BIT_DRAWS and self.p > 0 and (self.training or self.apply_during_inference):
+            return dropout_from_16_bit_draws(x, self.p)
+        return super().forward(x, inplace)
+
+
 class FConvEncoder(FairseqEncoder):
     """Embeddings, a stack of GLU convolution blocks, and the attention inputs (§3.1-3.2)."""
 
@@ -238,7 +263,7 @@ class FConvEncoder(FairseqEncoder):
         """``num_attention_layers``: how many decoder layers attend to this encoder; its
         gradient is scaled by 1 / (2 · that number) (§3.4)."""
         super().__init__(dictionary)
-        self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.dropout_module = FConvDropout(dropout, module_name=self.__class__.__name__)
         self.compute_dtype: Optional[torch.dtype] = None  # mixed precision's (FConvModel.compute_in_)
         self.num_attention_layers = num_attention_layers
         self.return_source_tokens = return_source_tokens  # a pointer-generator decoder copies them
@@ -328,7 +353,7 @@ class FConvDecoder(FairseqIncrementalDecoder):
     ):
         super().__init__(dictionary)
         self.register_buffer("version", torch.Tensor([2]))
-        self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.dropout_module = FConvDropout(dropout, module_name=self.__class__.__name__)
         self.compute_dtype: Optional[torch.dtype] = None  # mixed precision's (FConvModel.compute_in_)
         self.need_attn = True
         self.beam_size = 1  # hypotheses per sentence in beam search, as the generator says

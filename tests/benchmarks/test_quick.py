@@ -103,3 +103,20 @@ def test_the_allocator_comparison_runs_fairseq_train_both_ways(quickstart_run):
     # every child logged the setting it was measured under (the benchmark refuses a run that did not): both ran and trained
     for _, before, after, _, peak_before, peak_after in rows:
         assert min(int(before), int(after), int(peak_before), int(peak_after)) > 0, result.stdout
+
+
+def test_the_dropout_comparison_runs_fairseq_train_with_both_draws_where_the_cpu_has_bf16_units(quickstart_run):
+    from fconv_plugin import precision
+
+    result = subprocess.run([str(warm_commands.bin_dir() / "python"), str(ROOT / "benchmarks" / "training_limits.py"),
+                             "--quick", "--dropout"], cwd=ROOT, capture_output=True, text=True, timeout=900,
+                            env={**os.environ, "FCONV_QUICK_RUN": str(quickstart_run)})
+    if precision.bf16_units() is None:
+        assert result.returncode != 0
+        assert result.stderr.strip().splitlines()[-1].startswith("FCONV_DROPOUT sets bfloat16's training; this CPU has no bfloat16 units")
+        return
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = re.findall(r"^     (bfloat16): words/s (\d+) -> (\d+) \(([\d.]+)x\); peak resident memory (\d+) -> (\d+) MB",
+                      result.stdout, flags=re.M)
+    assert len(rows) == 1 and min(int(value) for value in rows[0][1:3] + rows[0][4:]) > 0, result.stdout
+    assert "FCONV_DROPOUT=torch (torch's Bernoulli draws) against 16bit (16-bit draws)" in result.stdout

@@ -109,3 +109,33 @@ def test_the_choice_in_words_names_each_form():
         "int8 layers compiled (int8_rows)")
     assert backend.Backend(None, None, object(), True).describe() == (
         "step torch (decoding/steps.py); search compiled (beam_candidates); int8 layers torch (deployment/int8.py)")
+
+
+@pytest.mark.parametrize("vendor,mkl,expected", [
+    ("GenuineIntel", True, backend.TORCH_DRAWS),  # torch draws Bernoulli masks with MKL, on every core
+    ("GenuineIntel", False, backend.SIXTEEN_BIT_DRAWS),
+    ("AuthenticAMD", True, backend.SIXTEEN_BIT_DRAWS),  # torch's draws: one core, one call an element
+    ("", True, backend.SIXTEEN_BIT_DRAWS),
+])
+def test_training_dropout_draws_torchs_in_float32_and_16_bit_draws_in_bfloat16_where_torchs_run_on_one_core(
+        vendor, mkl, expected):
+    assert backend.training_dropout(torch.float32, vendor=vendor, mkl=mkl) == backend.TORCH_DRAWS  # fairseq's masks
+    assert backend.training_dropout(torch.bfloat16, vendor=vendor, mkl=mkl) == expected
+
+
+def test_the_cpu_vendor_is_read_from_the_kernels_cpuinfo(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\n")
+    assert backend.cpu_vendor(str(cpuinfo)) == "AuthenticAMD"
+    assert backend.cpu_vendor(str(tmp_path / "missing")) is None
+    assert backend.training_dropout(torch.bfloat16) == backend.training_dropout(
+        torch.bfloat16, vendor=backend.cpu_vendor(), mkl=torch.backends.mkl.is_available())
+
+
+def test_fconv_info_names_trainings_dropout_draws():
+    info = subprocess.run([sys.executable, "-m", "fconv_plugin.cli.info"], capture_output=True, text=True, timeout=120,
+                          check=True, cwd=ROOT)
+    lines = [line for line in info.stdout.splitlines() if line.startswith("training dropout (fconv_plugin/backend.py): ")]
+    chosen = backend.training_dropout(torch.bfloat16, vendor=backend.cpu_vendor(), mkl=torch.backends.mkl.is_available())
+    assert len(lines) == 1 and f"; bfloat16 {chosen} (" in lines[0], info.stdout
+    assert f"float32 {backend.TORCH_DRAWS} (fairseq's masks for a seed)" in lines[0]

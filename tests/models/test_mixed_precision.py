@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fconv_plugin import backend
 from fconv_plugin.errors import FConvError
 from tests.support import (
     DictionaryTask,
@@ -130,6 +131,34 @@ def test_float32_again_gives_exactly_the_float32_model():
         after = ours(*batch[:3])[0]
     assert mixed.dtype == torch.bfloat16 and after.dtype == torch.float32
     assert torch.equal(before, after)
+
+
+def test_training_draws_dropout_as_the_backend_chooses_and_float32_again_draws_fairseqs_masks():
+    """bfloat16 takes backend.training_dropout's draws (or those asked for); the same seed gives the same
+    masks; float32 again gives fairseq's masks, so a seeded training step equals fairseq's fconv's."""
+    torch.manual_seed(1)
+    ours, reference = build_pair("fconv", TASK, **{**SMALL, "dropout": 0.3})
+    ours.train(), reference.train()
+    batch = _batch(TASK)
+
+    def forward(model, seed):
+        torch.manual_seed(seed)
+        return model(*batch[:3])[0].detach().float()
+
+    draws = lambda model: {module.draws for module in model.modules() if hasattr(module, "draws")}  # noqa: E731
+    assert draws(ours.compute_in_(torch.bfloat16)) == {backend.training_dropout(torch.bfloat16)}
+    sixteen_bit = ours.compute_in_(torch.bfloat16, backend.SIXTEEN_BIT_DRAWS)
+    first, again = forward(sixteen_bit, 7), forward(sixteen_bit, 7)
+    assert torch.equal(first, again)
+    torchs = forward(ours.compute_in_(torch.bfloat16, backend.TORCH_DRAWS), 7)
+    assert not torch.equal(first, torchs)  # other masks: the draws asked for are the ones drawn
+    ours.compute_in_(torch.float32, backend.SIXTEEN_BIT_DRAWS)
+    assert draws(ours) == {backend.SIXTEEN_BIT_DRAWS}
+    ours.compute_in_(torch.float32)
+    assert draws(ours) == {backend.TORCH_DRAWS}
+    assert torch.allclose(forward(ours, 7), forward(reference, 7), rtol=1e-5, atol=1e-6)
+    with pytest.raises(FConvError, match="^dropout draws are one of .*, not 'fast'$"):
+        ours.compute_in_(torch.bfloat16, "fast")
 
 
 def test_30_bfloat16_updates_lower_the_loss_as_float32s_do():
