@@ -85,13 +85,14 @@ def build_models(arch, task, seed=0, overrides=None):
     return {"plugin": ours, "fairseq": reference}
 
 
-def with_bf16(models):
+def with_bf16(models, side_by_side=True):
     """The plugin's model in mixed precision too (``--bf16`` on a CPU), where the CPU has the units; where
-    its dropout draws are not torch's here (backend.training_dropout), also with torch's, side by side."""
+    its dropout draws are not torch's here (backend.training_dropout), also with torch's, side by side
+    (``side_by_side``)."""
     if precision.bf16_units() is None:
         return models
     mixed = {"plugin bf16": copy.deepcopy(models["plugin"]).compute_in_(torch.bfloat16)}
-    if backend.training_dropout(torch.bfloat16) != backend.TORCH_DRAWS:
+    if side_by_side and backend.training_dropout(torch.bfloat16) != backend.TORCH_DRAWS:
         mixed[TORCH_DRAWS_BF16] = copy.deepcopy(models["plugin"]).compute_in_(torch.bfloat16, backend.TORCH_DRAWS)
     return {**models, **mixed}
 

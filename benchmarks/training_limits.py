@@ -378,14 +378,14 @@ def main(argv=None):
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     if args.kernels_child:
         host_memory.keep_freed_memory()
-        log_kernels(b.with_bf16({"plugin": model})["plugin bf16"] if args.bf16 else model, batch)
+        log_kernels(b.with_bf16({"plugin": model}, side_by_side=False)["plugin bf16"] if args.bf16 else model, batch)
         return
     memory = host_memory.keep_freed_memory()  # as fairseq-train does with the plugin's model on the CPU
     print(f"{args.arch}, batch {sentences} x {length} tokens; {harness.machine()}; training memory: {memory}")
     if args.kernels:
         kernels_of_the_step(args.arch, args.bf16, args.threads)
     if args.bf16:
-        mixed = b.with_bf16({"plugin": model})["plugin bf16"]  # bench_fconv's mixed-precision copy
+        mixed = b.with_bf16({"plugin": model}, side_by_side=False)["plugin bf16"]  # bench_fconv's mixed-precision copy
         profile_by_part({"float32": model, "bfloat16": mixed}, batch)
         model = mixed
     else:

@@ -92,6 +92,15 @@ def checkpoint_updates(path) -> int:
     return load_raw_checkpoint(path)["optimizer_history"][-1]["num_updates"]
 
 
+def ended_within_its_budget(outcome: dict) -> bool:
+    """The budget's stop as it holds on any machine (``time_budget.json``): the run ends within 3% of its
+    budget, or within what its last update took beyond the least time the plan gave it when it let that
+    update happen (an update under way is not cut; a loaded machine can make one longer than planned)."""
+    over = outcome["trained_seconds"] - outcome["budget_seconds"]
+    beyond_plan = outcome["last_update_seconds"] - outcome["last_update_planned_seconds"]
+    return over <= max(0.03 * outcome["budget_seconds"], beyond_plan) + 1e-9
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as s:

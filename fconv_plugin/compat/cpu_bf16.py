@@ -27,7 +27,7 @@ import torch
 from fairseq import trainer as fairseq_trainer
 from omegaconf import open_dict
 
-from .. import precision
+from .. import backend, precision
 from ._patching import patch, running_cli_module
 from ._workers import from_every_worker
 
@@ -60,6 +60,7 @@ def _reading_cpu_bf16(convert, command: str):
         if wants_cpu_bf16(getattr(args, "bf16", False), getattr(args, "cpu", False), _tpu_asked()):
             if command in TRAINING:
                 precision.check_cpu_bf16(precision.bf16_units(), _option(args))
+                backend.dropout_setting()  # FCONV_DROPOUT refused before anything is written
             else:
                 _, note = precision.decoding_precision(_option(args), on_cpu=True, what="this command")
                 logger.info(note)

@@ -241,7 +241,8 @@ class FConvDropout(FairseqDropout):
         self.draws = backend.TORCH_DRAWS
 
     def forward(self, x: Tensor, inplace: bool = False) -> Tensor:
-        if self.draws == backend.SIXTEEN_BIT_DRAWS and self.p > 0 and (self.training or self.apply_during_inference):
+        if self.draws == backend.SIXTEEN_BIT_DRAWS and self.p > 0 and (self.training or self.apply_during_inference) \
+                and x.device.type == "cpu":  # the choice is the CPU's (backend.training_dropout)
             return dropout_from_16_bit_draws(x, self.p)
         return super().forward(x, inplace)
 

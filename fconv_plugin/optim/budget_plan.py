@@ -6,7 +6,7 @@ another length, most of all for small budgets, and linear decay is robust. How m
 updates a budget buys is not known in advance (the CPU, its load, the pauses for
 validation), so after every update one reading of the clock decides (``BudgetPlan.decide``):
 
-    seconds per update = mean of the recent training intervals
+    seconds per update = the larger of the mean and the median of the recent training intervals
                          + the pauses so far (validation, saving, a new epoch) spread over the updates so far
     remaining updates  = updates_that_fit(budget - clock - the pause due now, seconds per update)
     progress           = max(updates / (updates + remaining), the budget's time spent since the first update)
@@ -18,7 +18,7 @@ stops. The learning rate rises linearly over the warm-up fraction of the run, ho
 falls linearly over the decay fraction. At a steady pace the two parts of the progress agree (the
 updates' part leads by the start-up); where the intervals vary, as on a loaded machine, the clock's
 part can lead, and then bounds the learning rate: no update trains above the value of the budget's
-fraction of time left as it begins. A pause due now (a validation, a save) that would
+fraction of time left at the reading that lets it happen. A pause due now (a validation, a save) that would
 leave no room for one more update, where one more fits without it, is left to the final
 validation and save, which come after the stop anyway: the budget is used to its end.
 The length of a pause is learnt from those measured; one due in the run's last
@@ -124,6 +124,8 @@ class BudgetPlan:
         self.clock: Optional[float] = None  # the latest reading of the training clock
         self.update_clock: Optional[float] = None  # the reading at the latest new update
         self.last_interval: Optional[float] = None  # seconds from the update before it to the latest
+        self.next_update_planned: Optional[float] = None  # the least time the latest go-ahead left the next update
+        self.last_update_planned: Optional[float] = None  # the same, for the latest update, as it was decided
         self.first_update_clock: Optional[float] = None
         self.intervals = deque(maxlen=WINDOW)  # recent training intervals, seconds
         self.timed_updates = 0  # updates whose interval was measured
@@ -157,6 +159,7 @@ class BudgetPlan:
         if updates != self.updates or self.update_clock is None:
             if updates == self.updates + 1 and self.update_clock is not None:
                 self.last_interval = clock - self.update_clock
+                self.last_update_planned = self.next_update_planned
             self.updates, self.update_clock = updates, clock
             if updates >= 1 and self.first_update_clock is None:
                 self.first_update_clock = clock
@@ -170,6 +173,7 @@ class BudgetPlan:
         elif self.suspect is not None:  # two long ones in a row: the machine is slower now
             self.pause_seconds -= self.suspect - typical
             self.pauses -= 1
+            self.intervals.pop()  # the typical one that stood in for the first
             self.intervals.extend((self.suspect, interval))
             self.suspect = None
         else:
@@ -182,11 +186,13 @@ class BudgetPlan:
         return statistics.median(self.intervals) if self.intervals else None
 
     def seconds_per_update(self) -> Optional[float]:
-        """The recent training intervals' mean (what a number of updates adds up to, where the intervals vary)
+        """The recent training intervals' mean (what a number of updates adds up to, where the intervals vary),
+        or their median where that is larger (a few short ones, an epoch's last batches, do not make room),
         plus the pauses so far spread over the updates measured."""
         if not self.intervals:
             return None
-        return statistics.fmean(self.intervals) + self.pause_seconds / max(self.timed_updates, 1)
+        pace = max(statistics.fmean(self.intervals), statistics.median(self.intervals))
+        return pace + self.pause_seconds / max(self.timed_updates, 1)
 
     def expected_pause(self) -> float:
         """A validation's pause as measured so far (0 before the first)."""
@@ -229,6 +235,8 @@ class BudgetPlan:
             at_max = self.max_updates is not None and self.updates >= self.max_updates
             stop = ("max_update" if at_max else "time") if remaining == 0 else None
             progress = 1.0 if remaining == 0 else min(max(done / (done + remaining), self.time_progress()), 1.0)
+            if remaining:  # the go-ahead gave the next update at least this much of the time left
+                self.next_update_planned = min(self.seconds_per_update(), self.typical_interval())
         if stop:
             self.phase, self.stopped_for = Phase.FINISHED, stop
         self.progress = progress

@@ -99,7 +99,7 @@ class TimeBudgetSchedule(FairseqLRScheduler):
             "peak_lr": self.peak, "end_learning_rate": self.end,
             "pauses": plan.pauses, "pause_seconds": plan.pause_seconds,
             "pauses_left_to_the_end": self.pauses_left_to_the_end, "typical_update_seconds": plan.typical_interval(),
-            "last_update_seconds": plan.last_interval,
+            "last_update_seconds": plan.last_interval, "last_update_planned_seconds": plan.last_update_planned,
             "final_validation_and_save_seconds": final_seconds,
         }
 

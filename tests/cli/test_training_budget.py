@@ -1,7 +1,9 @@
 """fairseq-train --lr-scheduler time_budget --budget-minutes N: real runs on the tiny task.
 
-The clock checked against is fairseq's own (the checkpoint's ``previous_training_time``),
-not the plan's; the schedule itself is tested under a fake clock in tests/optim."""
+The first test checks the plan's clock against fairseq's own (the checkpoint's
+``previous_training_time``); the bounds are the ones that hold on a loaded machine
+(``tests.support.ended_within_its_budget``); the schedule itself is tested under a fake
+clock in tests/optim."""
 
 import hashlib
 import json
@@ -12,7 +14,7 @@ import subprocess
 import pytest
 
 from fconv_plugin.compat.training_budget import OUTCOME_FILE
-from tests.support import checkpoint_updates, free_port, load_raw_checkpoint
+from tests.support import checkpoint_updates, ended_within_its_budget, free_port, load_raw_checkpoint
 from tests.tasks import BIN_DIR, PLUGIN_DIR, SMALL_MODEL, run_tool
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
@@ -28,18 +30,20 @@ def budget_command(data_bin, save_dir, minutes, *extra):
 
 
 def within_the_budget(state, outcome, budget):
-    """The stop's promise on any machine: the last update began inside the budget, and the run ends within
-    3% of it unless that update alone took longer (an update under way is not cut)."""
+    """The stop's promise on any machine, from the outcome beside the checkpoints (which the checkpoint's
+    plan must agree with): the last update began inside the budget, and the run ended within its bound."""
     began = state["trained_seconds"] - outcome["last_update_seconds"]
-    return began < budget and (state["trained_seconds"] <= 1.03 * budget or outcome["last_update_seconds"] > 0.03 * budget)
+    return (outcome["trained_seconds"] == state["trained_seconds"] and outcome["budget_seconds"] == budget
+            and began < budget and ended_within_its_budget(outcome))
 
 
 def annealed_bound(state, outcome, budget, end):
     """The most the last update may train with: the linear decay's value (decay 0.9 of the run) for the
-    budget's fraction left as it began, counted from the first update's end."""
+    budget's fraction left at the reading that let it happen, counted from the first update's end (with a
+    rounding's slack: the plan computes the same value in another order)."""
     began = state["trained_seconds"] - outcome["last_update_seconds"]
     spent = (began - state["first_update_seconds"]) / (budget - state["first_update_seconds"])
-    return end + (0.003 - end) * (1 - spent) / 0.9
+    return (end + (0.003 - end) * (1 - spent) / 0.9) * (1 + 1e-9)
 
 
 def budget_state(path):
@@ -180,6 +184,6 @@ def test_torchrun_workers_stop_at_the_same_update(word_task, tmp_path):
     stop = re.search(r"fconv_plugin: the budget is spent on 2 of 2 workers, at updates \[(\d+), (\d+)\]: (\d+) updates", log)
     assert stop, log[-3000:]
     assert stop.group(1) == stop.group(2) == stop.group(3)
-    state, fairseq_seconds, _ = budget_state(save_dir / "checkpoint_last.pt")
+    state, _, _ = budget_state(save_dir / "checkpoint_last.pt")
     assert state["updates"] == int(stop.group(1))
     assert within_the_budget(state, json.loads((save_dir / OUTCOME_FILE).read_text()), 0.3 * 60)

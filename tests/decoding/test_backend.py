@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from fconv_plugin import backend
+from fconv_plugin.errors import FConvError
 from tests.support import needs_compiled
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,12 +119,28 @@ def test_the_choice_in_words_names_each_form():
     ("", True, backend.SIXTEEN_BIT_DRAWS),
 ])
 def test_training_dropout_draws_torchs_in_float32_and_16_bit_draws_in_bfloat16_where_torchs_run_on_one_core(
-        vendor, mkl, expected):
+        vendor, mkl, expected, monkeypatch):
+    monkeypatch.delenv(backend.DROPOUT_SWITCH, raising=False)
     assert backend.training_dropout(torch.float32, vendor=vendor, mkl=mkl) == backend.TORCH_DRAWS  # fairseq's masks
     assert backend.training_dropout(torch.bfloat16, vendor=vendor, mkl=mkl) == expected
 
 
-def test_the_cpu_vendor_is_read_from_the_kernels_cpuinfo(tmp_path):
+def test_fconv_dropout_sets_bfloat16s_draws_and_anything_else_is_refused_in_one_line(monkeypatch):
+    for value, draws in (("torch", backend.TORCH_DRAWS), (" 16bit ", backend.SIXTEEN_BIT_DRAWS)):
+        monkeypatch.setenv(backend.DROPOUT_SWITCH, value)
+        for vendor in ("GenuineIntel", "AuthenticAMD"):
+            assert backend.training_dropout(torch.bfloat16, vendor=vendor, mkl=True) == draws
+        assert backend.training_dropout(torch.float32) == backend.TORCH_DRAWS  # float32: fairseq's masks always
+        assert backend.dropout_description().endswith(f"bfloat16 {draws} (FCONV_DROPOUT={value.strip()})")
+    monkeypatch.setenv(backend.DROPOUT_SWITCH, "fast")
+    with pytest.raises(FConvError, match=r"^FCONV_DROPOUT='fast' is neither torch \(torch's Bernoulli draws\) nor "
+                                         r"16bit \(16-bit draws\); unset it to let the CPU decide$"):
+        backend.training_dropout(torch.bfloat16)
+    assert backend.dropout_description().startswith("FCONV_DROPOUT='fast' is neither torch")  # fconv-info says it
+
+
+def test_the_cpu_vendor_is_read_from_the_kernels_cpuinfo(tmp_path, monkeypatch):
+    monkeypatch.delenv(backend.DROPOUT_SWITCH, raising=False)
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\n")
     assert backend.cpu_vendor(str(cpuinfo)) == "AuthenticAMD"
@@ -134,8 +151,11 @@ def test_the_cpu_vendor_is_read_from_the_kernels_cpuinfo(tmp_path):
 
 def test_fconv_info_names_trainings_dropout_draws():
     info = subprocess.run([sys.executable, "-m", "fconv_plugin.cli.info"], capture_output=True, text=True, timeout=120,
-                          check=True, cwd=ROOT)
+                          check=True, cwd=ROOT, env={k: v for k, v in os.environ.items() if k != backend.DROPOUT_SWITCH})
     lines = [line for line in info.stdout.splitlines() if line.startswith("training dropout (fconv_plugin/backend.py): ")]
-    chosen = backend.training_dropout(torch.bfloat16, vendor=backend.cpu_vendor(), mkl=torch.backends.mkl.is_available())
+    chosen = backend.training_dropout(torch.bfloat16, vendor=backend.cpu_vendor(), mkl=torch.backends.mkl.is_available()) \
+        if backend.DROPOUT_SWITCH not in os.environ else None
+    chosen = chosen or (backend.TORCH_DRAWS if backend.cpu_vendor() == "GenuineIntel" and torch.backends.mkl.is_available()
+                        else backend.SIXTEEN_BIT_DRAWS)
     assert len(lines) == 1 and f"; bfloat16 {chosen} (" in lines[0], info.stdout
     assert f"float32 {backend.TORCH_DRAWS} (fairseq's masks for a seed)" in lines[0]

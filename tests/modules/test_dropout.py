@@ -2,20 +2,22 @@
 draws with Python's integers, the drop rate over many elements, and the backward's mask."""
 
 import math
+import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from fconv_plugin.modules.dropout import dropout_from_16_bit_draws, sixteen_bit_drop_level
 
 
 def _kept_by_hand(seed: int, count: int, level: int) -> list:
-    """Re-drawn from the same seed: each 64-bit number's four 16-bit pieces, lowest first (the memory
-    order of a little-endian CPU), read as signed integers s; an element is kept where s + 32768 reaches
-    ``level``."""
+    """Re-drawn from the same seed: each 64-bit number's four 16-bit pieces in memory order (lowest first
+    on a little-endian CPU), read as signed integers s; an element is kept where s + 32768 reaches ``level``."""
     torch.manual_seed(seed)
     words = torch.empty((count + 3) // 4, dtype=torch.int64).random_(-(1 << 63), None).tolist()
-    pieces = [(word % (1 << 64)) >> (16 * i) & 0xFFFF for word in words for i in range(4)]
+    order = range(4) if sys.byteorder == "little" else range(3, -1, -1)
+    pieces = [(word % (1 << 64)) >> (16 * i) & 0xFFFF for word in words for i in order]
     signed = [piece - 65536 if piece >= 32768 else piece for piece in pieces[:count]]
     return [s + 32768 >= level for s in signed]
 
@@ -58,8 +60,16 @@ def test_bfloat16s_backward_multiplies_by_the_forwards_mask():
     assert dropped.dtype == torch.bfloat16
 
 
-def test_a_p_next_to_1_keeps_one_level_and_stays_finite():
-    assert sixteen_bit_drop_level(0.999999) == 65535
+@pytest.mark.parametrize("p", [1e-5, 1e-4, 0.9999999, 1.0])
+def test_a_p_that_16_bits_do_not_hold_within_1_percent_draws_torchs_masks(p):
+    x = torch.randn(1000, 64)
     torch.manual_seed(2)
-    dropped = dropout_from_16_bit_draws(torch.ones(1 << 16), 0.999999)
-    assert torch.isfinite(dropped).all() and dropped.max().item() in (0.0, 65536.0)
+    ours = dropout_from_16_bit_draws(x, p)
+    torch.manual_seed(2)
+    assert torch.equal(ours, F.dropout(x, p=p, training=True))
+
+
+def test_a_p_outside_0_to_1_is_refused_as_torch_refuses_it():
+    for p in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1"):
+            dropout_from_16_bit_draws(torch.ones(8), p)

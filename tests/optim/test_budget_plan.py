@@ -134,6 +134,8 @@ def test_on_a_loaded_machine_no_update_trains_above_the_budget_fraction_left_as_
                 assert lrs[update - 1] <= linear_decay_at(spent, end) + 1e-12, (seconds, update)
         assert lrs[last] == end and end < lrs[last - 1] <= linear_decay_at(0.98, end)
         assert readings[last - 1] < seconds and 0.97 * seconds <= clock <= 1.03 * seconds
+        plan = schedule.plan  # the last update had at least the time the go-ahead planned for it
+        assert seconds - readings[last - 1] >= plan.last_update_planned and plan.last_interval == clock - readings[last - 1]
 
 
 def test_a_machine_slowing_down_near_the_end_still_anneals_the_updates_it_trains():
@@ -144,6 +146,8 @@ def test_a_machine_slowing_down_near_the_end_still_anneals_the_updates_it_trains
     assert lrs[last] == 0.0 and readings[last - 1] < 300.0
     assert lrs[last - 1] <= linear_decay_at((readings[last - 1] - readings[1]) / (300.0 - readings[1])) + 1e-12
     assert clock <= 300.0 + 5.0  # the update under way is not cut: at most its own length past the budget
+    plan = schedule.plan
+    assert clock - 300.0 <= plan.last_interval - plan.last_update_planned + 1e-9  # past the budget: only beyond the plan
 
 
 def test_a_validation_stall_moves_the_schedule_forward_and_the_run_still_ends_in_time():
