@@ -29,7 +29,8 @@ list of loop names (``FCONV_NATIVE=int8_rows``) runs those loops alone, for meas
 what each buys (``benchmarks/native_loops.py``); it switches nothing off that keeps
 results safe: both forms compute the same arithmetic.
 
-This module imports nothing of the plugin but ``native`` and the error type: the int8 layers below the model
+This module imports nothing of the plugin but ``native``, ``precision`` (the CPU's flags) and the error
+type: the int8 layers below the model
 ask it as the step and the search above do.
 """
 
@@ -40,7 +41,7 @@ from typing import Dict, Optional
 
 import torch
 
-from . import native
+from . import native, precision
 from .errors import FConvError
 
 logger = logging.getLogger(__name__)
@@ -141,14 +142,7 @@ def forget() -> None:
 
 def cpu_vendor(cpuinfo: str = "/proc/cpuinfo") -> Optional[str]:
     """The CPU's vendor as the kernel names it (GenuineIntel, AuthenticAMD); None where it does not say."""
-    try:
-        with open(cpuinfo) as f:
-            for line in f:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
+    return precision.cpu_info_field("vendor_id", cpuinfo)
 
 
 def dropout_setting() -> Optional[str]:

@@ -19,16 +19,22 @@ BF16_UNITS = (("AMX-BF16", ("amx_bf16", "amx_tile")), ("AVX-512 BF16", ("avx512_
 UNIT_NAMES = " or ".join(name for name, _ in BF16_UNITS)
 
 
-def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> Optional[FrozenSet[str]]:
-    """The CPU's feature flags as the kernel lists them; None where the system does not say."""
+def cpu_info_field(field: str, cpuinfo: str = "/proc/cpuinfo") -> Optional[str]:
+    """The first processor's ``field`` (``flags``, ``vendor_id``) as the kernel lists it; None where it does not say."""
     try:
         with open(cpuinfo) as f:
             for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
+                if line.startswith(field):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return None
+
+
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> Optional[FrozenSet[str]]:
+    """The CPU's feature flags as the kernel lists them; None where the system does not say."""
+    flags = cpu_info_field("flags", cpuinfo)
+    return None if flags is None else frozenset(flags.split())
 
 
 def bf16_units(flags: Optional[Iterable[str]] = None) -> Optional[str]:

@@ -149,13 +149,11 @@ def test_the_cpu_vendor_is_read_from_the_kernels_cpuinfo(tmp_path, monkeypatch):
         torch.bfloat16, vendor=backend.cpu_vendor(), mkl=torch.backends.mkl.is_available())
 
 
-def test_fconv_info_names_trainings_dropout_draws():
+def test_fconv_info_names_trainings_dropout_draws(monkeypatch):
+    monkeypatch.delenv(backend.DROPOUT_SWITCH, raising=False)
     info = subprocess.run([sys.executable, "-m", "fconv_plugin.cli.info"], capture_output=True, text=True, timeout=120,
-                          check=True, cwd=ROOT, env={k: v for k, v in os.environ.items() if k != backend.DROPOUT_SWITCH})
+                          check=True, cwd=ROOT)
     lines = [line for line in info.stdout.splitlines() if line.startswith("training dropout (fconv_plugin/backend.py): ")]
-    chosen = backend.training_dropout(torch.bfloat16, vendor=backend.cpu_vendor(), mkl=torch.backends.mkl.is_available()) \
-        if backend.DROPOUT_SWITCH not in os.environ else None
-    chosen = chosen or (backend.TORCH_DRAWS if backend.cpu_vendor() == "GenuineIntel" and torch.backends.mkl.is_available()
-                        else backend.SIXTEEN_BIT_DRAWS)
+    chosen = backend.training_dropout(torch.bfloat16, vendor=backend.cpu_vendor(), mkl=torch.backends.mkl.is_available())
     assert len(lines) == 1 and f"; bfloat16 {chosen} (" in lines[0], info.stdout
     assert f"float32 {backend.TORCH_DRAWS} (fairseq's masks for a seed)" in lines[0]
