@@ -56,18 +56,17 @@ def child(run: Path, form: str, search: str, sentences: int, call: int, threads:
     checkpoint = run / "checkpoints" / "checkpoint_best.pt" if form == "float32" else harness.int8_copy(run)
     translator = harness.translator(run, checkpoint, search=search)
     lines = harness.test_lines(run, sentences)
-    encoded = [translator.encode(line) for line in lines]
-    order = sorted(range(len(lines)), key=lambda i: translator.token_count(encoded[i]))  # as fairseq batches
+    checked = [translator.checked_sentence(line) for line in lines]  # encoded once, outside the timing
+    order = sorted(range(len(lines)), key=lambda i: checked[i].tokens)  # as fairseq batches
     calls = [order[i:i + call] for i in range(0, len(order), call)]
     bound = {} if max_len_b is None else {"max_len_a": 0.0, "max_len_b": max_len_b}
-    translator.translate([lines[i] for i in calls[0]], encoded=[encoded[i] for i in calls[0]], **bound)  # warm-up
+    translator.translate([checked[i] for i in calls[0]], **bound)  # warm-up
 
     def measure() -> dict:
         outputs = [None] * len(lines)
         start = time.perf_counter()
         for ids in calls:
-            for i, result in zip(ids, translator.translate([lines[i] for i in ids], encoded=[encoded[i] for i in ids],
-                                                           **bound)):
+            for i, result in zip(ids, translator.translate([checked[i] for i in ids], **bound)):
                 outputs[i] = result
         seconds = time.perf_counter() - start
         return {"seconds": seconds, "texts": [result.hypotheses[0].text for result in outputs]}

@@ -263,7 +263,8 @@ def run_engine(run: Path, engine: str, setting: str) -> dict:
                                                 tokenizer="moses", bpe="subword_nmt", bpe_codes=str(run / "codes"))
 
         def translate(sources, texts):  # BPE pieces in and out, as CTranslate2's: text processing timed apart
-            results = translator.translate(texts, encoded=sources, decode=False, beam=beam, max_sentences=batch,
+            checked = [translator.checked_sentence(text, encoded=source) for text, source in zip(texts, sources)]
+            results = translator.translate(checked, decode=False, beam=beam, max_sentences=batch,
                                            workers=workers, max_len_a=0.0, max_len_b=MAX_LEN)
             return [r.best.text for r in results]
     elif engine.startswith("onnx"):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import compat, with_plugin_user_dir
 from ..checkpoint_io import write_atomically
-from ..errors import FConvError
+from ..errors import EmptySentence, FConvError
 
 def build_parser():
     from fairseq import options
@@ -88,7 +88,7 @@ def main(argv=None) -> None:
         raise FConvError("--path is required: the checkpoint to translate with")
     if args.output != "-" and args.input != "-" and Path(args.output).resolve() == Path(args.input).resolve():
         raise FConvError(f"--output {args.output} is the input file; give another file (nothing was written)")
-    from ..inference import Translator
+    from ..inference import TranslationOptions, Translator
     from ..inference.documents import cut_length
     from ..inference.loading import interactive_config
 
@@ -98,8 +98,12 @@ def main(argv=None) -> None:
     translator = Translator(interactive_config(args), sentence_cut=args.max_sentence_tokens)
     progress = _ProgressBar(enabled=not args.no_progress_bar)
     try:
-        document = translator.translate_document(text, language=args.source_language_rules, workers=args.workers,
-                                                 on_split=progress.start, progress=progress.update)
+        options = TranslationOptions.asked(translator.defaults, workers=args.workers, progress=progress.update)
+        document = translator.translate_document(text, language=args.source_language_rules, on_split=progress.start,
+                                                 options=options)
+    except EmptySentence:  # the core's refusal of a blank text, worded for a file
+        source = "the standard input" if args.input == "-" else args.input
+        raise FConvError(f"{source} holds no text to translate (nothing was written)") from None
     finally:
         translator.close()
         progress.close()

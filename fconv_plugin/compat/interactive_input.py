@@ -21,7 +21,7 @@ import torch
 from fairseq.tasks import FairseqTask
 
 from ..errors import EmptySentence, FConvError, TooLong
-from ..inference.text_codec import check_sentence
+from ..inference.text_codec import checked_sentence
 from ._patching import patch, running_cli_module
 from .replace_unk import with_source_words
 
@@ -74,11 +74,11 @@ def buffered_read(input, buffer_size):
 
 def _problem(line: str, encode_fn, limit, skip_too_long: bool, number: int):
     """Why ``line`` is skipped (None: it is translated), from the inference core's one check
-    (``check_sentence``), worded as fairseq-interactive's notes."""
+    (``checked_sentence``), worded as fairseq-interactive's notes."""
     if getattr(line, "problem", None) is not None:
         return line.problem
     try:
-        check_sentence(encode_fn(line) if line.strip() else "", limit, f"input line {number}")
+        checked_sentence(line, encode_fn, limit, f"input line {number}")
     except EmptySentence:
         return "is empty"
     except TooLong as error:

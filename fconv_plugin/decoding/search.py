@@ -143,10 +143,10 @@ class BeamSearch:
         encoder_out = self.model.encoder.reorder_encoder_out(encoder_out, _repeat_rows(bsz, self.beam, src_tokens.device))
         chosen = self.steps.backend_for(encoder_out)  # the one selection: the step's and the candidates'
         candidates = chosen.candidates if self.one_pass else None  # beam_candidates (float32 scores), where it runs
-        book = self._bookkeeping(bsz, max_len, src_len, attention, prefix_tokens is not None, src_tokens.device,
+        bookkeeping = self._bookkeeping(bsz, max_len, src_len, attention, prefix_tokens is not None, src_tokens.device,
                                  candidates)
-        search = _Search(book, self.steps.start(encoder_out, chosen), prefix_tokens, max_len, attention)
-        compiled_steps = self._compiled_steps(book, search.decoding_state, attention)
+        search = _Search(bookkeeping, self.steps.start(encoder_out, chosen), prefix_tokens, max_len, attention)
+        compiled_steps = self._compiled_steps(bookkeeping, search.decoding_state, attention)
         finished = False
         while not finished:  # max_len + 1 steps at most: one more for </s>
             search.reorder_by(self.steps)
@@ -156,12 +156,12 @@ class BeamSearch:
                 finished = self._step_with_compiled_candidates(search)
             else:
                 finished = self._step_in_torch_operations(search)
-        return best_first(*book.finished())
+        return best_first(*bookkeeping.finished())
 
     def _compiled_whole_steps(self, search: "_Search", compiled_steps, step_api) -> bool:
         """Steps in the compiled loop (``Bookkeeping.run_steps``: reorder, step, candidates,
-        books), until a sentence leaves, the search ends or the last step comes."""
-        finished, search.step, search.reorder, search.kept_sentences = search.book.run_steps(
+        bookkeeping), until a sentence leaves, the search ends or the last step comes."""
+        finished, search.step, search.reorder, search.kept_sentences = search.bookkeeping.run_steps(
             compiled_steps, step_api, search.step, self.vocab_size, self.model.decoder.padding_idx, self.pad,
             self.unk, self.unk_penalty, self.min_len)
         return finished
@@ -169,38 +169,38 @@ class BeamSearch:
     def _step_with_compiled_candidates(self, search: "_Search") -> bool:
         """One step whose rules and 2 x beam best candidates are one compiled pass over the
         vocabulary (``best_candidates``); the books kept by the search's bookkeeping."""
-        step, book = search.step, search.book
+        step, bookkeeping = search.step, search.bookkeeping
         lprobs = self._log_probs(search)
         if self.no_repeat_ngram_size > 0:  # -inf stays -inf under every rule: blocking first is the same
-            block_repeated_ngrams(book.tokens(step), lprobs, self.no_repeat_ngram_size)
-        return search.took(*book.advance_with_best_candidates(
+            block_repeated_ngrams(bookkeeping.tokens(step), lprobs, self.no_repeat_ngram_size)
+        return search.step_done(*bookkeeping.advance_with_best_candidates(
             step, lprobs, self._candidate_count(step), self.pad, self.unk, self.unk_penalty, step < self.min_len))
 
     def _step_in_torch_operations(self, search: "_Search") -> bool:
         """One step in torch operations, fairseq's (the reference): the rules, forced
         prefixes and the last step's </s> (``_constrain``), then the best candidates."""
-        step, book = search.step, search.book
+        step, bookkeeping = search.step, search.bookkeeping
         lprobs = self._log_probs(search)
         forcing_prefix = search.forcing_prefix()
-        self._constrain(lprobs, step, search.max_len, book.beams if forcing_prefix else None, search.prefix_tokens)
+        self._constrain(lprobs, step, search.max_len, bookkeeping.beams if forcing_prefix else None, search.prefix_tokens)
         if self.no_repeat_ngram_size > 0:
-            block_repeated_ngrams(book.tokens(step), lprobs, self.no_repeat_ngram_size)
+            block_repeated_ngrams(bookkeeping.tokens(step), lprobs, self.no_repeat_ngram_size)
         cand_scores, cand_indices, cand_beams = self._best_candidates(
-            step, lprobs, book.scores(step - 1) if step > 0 else None)
-        return search.took(*book.advance(step, cand_scores, cand_beams, cand_indices))
+            step, lprobs, bookkeeping.scores(step - 1) if step > 0 else None)
+        return search.step_done(*bookkeeping.advance(step, cand_scores, cand_beams, cand_indices))
 
     def _log_probs(self, search: "_Search") -> Tensor:
         """log p(y_{i+1} | y_1..y_i, x) for every hypothesis, the step's attention recorded when kept."""
-        lprobs, step_attention = self.steps.log_probs(search.decoding_state, search.book.tokens(search.step),
+        lprobs, step_attention = self.steps.log_probs(search.decoding_state, search.bookkeeping.tokens(search.step),
                                                       search.attention)
         if search.attention and step_attention is not None:
-            search.book.record_attention(search.step, step_attention)
+            search.bookkeeping.record_attention(search.step, step_attention)
         return lprobs
 
-    def _compiled_steps(self, book, decoding_state, attention: bool):
+    def _compiled_steps(self, bookkeeping, decoding_state, attention: bool):
         """The decoder's compiled decoding where the compiled bookkeeping can run whole steps
         with it (``Bookkeeping.run_steps``): no attention kept, no n-grams blocked; else None."""
-        if attention or self.no_repeat_ngram_size > 0 or isinstance(book, _Bookkeeping):
+        if attention or self.no_repeat_ngram_size > 0 or isinstance(bookkeeping, _Bookkeeping):
             return None
         return self.steps.compiled_decoding(decoding_state)
 
@@ -288,11 +288,11 @@ class BeamSearch:
 
 
 class _Search:
-    """One search's moving parts between its steps: the books, the decoder's state, the step,
+    """One search's moving parts between its steps: the bookkeeping, the decoder's state, the step,
     the reordering the last step asked for, and the prefixes still to force."""
 
-    def __init__(self, book, decoding_state, prefix_tokens: Optional[Tensor], max_len: int, attention: bool):
-        self.book, self.decoding_state, self.prefix_tokens = book, decoding_state, prefix_tokens
+    def __init__(self, bookkeeping, decoding_state, prefix_tokens: Optional[Tensor], max_len: int, attention: bool):
+        self.bookkeeping, self.decoding_state, self.prefix_tokens = bookkeeping, decoding_state, prefix_tokens
         self.max_len, self.attention = max_len, attention
         self.step = 0
         self.reorder: Optional[Tensor] = None
@@ -307,7 +307,7 @@ class _Search:
             self.decoding_state = steps.reorder_within_sentences(self.decoding_state, self.reorder, self.kept_sentences)
             self.reorder = self.kept_sentences = None
 
-    def took(self, finished: bool, reorder: Optional[Tensor], kept_sentences: Optional[Tensor]) -> bool:
+    def step_done(self, finished: bool, reorder: Optional[Tensor], kept_sentences: Optional[Tensor]) -> bool:
         """A step's outcome: finished, or on to the next step with its reordering."""
         if finished:
             return True

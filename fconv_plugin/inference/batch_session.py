@@ -20,12 +20,11 @@ from fairseq import utils
 
 from ..decoding.search import BeamSearch
 from ..deployment.int8 import Int8Weight
-from ..errors import FConvError
 from .attention import layer_attention, readable
 from .loading import LoadedModels, without_host_notices
 from .options import GenerationOptions, TranslationOptions
 from .results import Hypothesis, LayerAttention, Translation
-from .text_codec import TextCodec, check_sentence, nothing_to_translate, passed_through, source_tokens
+from .text_codec import CheckedSentence, TextCodec, nothing_to_translate, passed_through, source_tokens
 from .workers import DecodingWorkers, check_workers
 
 LN2 = math.log(2)
@@ -34,13 +33,12 @@ DEFAULT_MAX_TOKENS = 4000  # source tokens in one of fairseq's batches when the 
 
 @dataclass(frozen=True)
 class BatchCall:
-    """What every batch of one ``translate`` call shares."""
+    """What every batch of one ``translate`` call shares: its options as the edge built them
+    (without the caller's own functions, ``progress`` and ``still_wanted``, which stay in
+    the calling process) and the unknown-word dictionary they name, read once."""
 
-    options: GenerationOptions
+    options: TranslationOptions
     unk_dictionary: Optional[Dict[str, str]]
-    alignment: bool
-    attention: bool
-    decode: bool = True
 
 
 def wanted_rows(batches, still_wanted: Callable[[int], bool], pad: int):
@@ -87,10 +85,6 @@ class BatchSession:
         and a lock no other thread of the parent can be holding."""
         self._lock = threading.Lock()
         self._decoding_workers = {}
-
-    def check_lengths(self, encoded: Sequence[str]) -> None:
-        for number, line in enumerate(encoded, start=1):
-            check_sentence(line, self.source_limit, f"sentence {number}" if len(encoded) > 1 else "the sentence")
 
     def batches(self, encoded: Sequence[str], max_tokens: Optional[int], max_sentences: Optional[int],
                 workers: int = 1):
@@ -141,25 +135,20 @@ class BatchSession:
                 self._generators.popitem(last=False)
             return entry
 
-    def translate(self, sentences: Sequence[str], options: TranslationOptions,
-                  encoded: Optional[Sequence[str]] = None) -> List[Optional[Translation]]:
-        """``Translator.translate``: lines without a word pass through, the rest are encoded,
-        checked, batched and decoded (here or in ``options.workers`` processes)."""
+    def translate(self, sentences: Sequence[CheckedSentence], options: TranslationOptions) -> List[Optional[Translation]]:
+        """``Translator.translate`` of checked sentences: those without a word pass through,
+        the rest are batched and decoded (here or in ``options.workers`` processes)."""
         check_workers(options.workers, self.loaded.device)
-        words = [i for i, sentence in enumerate(sentences) if not nothing_to_translate(sentence)]
+        words = [i for i, sentence in enumerate(sentences) if not nothing_to_translate(sentence.text)]
         if len(words) < len(sentences):  # emoji, punctuation, numbers, links: the model would invent a sentence
-            return self._passing_through(sentences, words, options, encoded)
-        unk_dictionary = self.codec.unk_dictionary_for(options.replace_unk)
-        encoded = [self.codec.encode(s) for s in sentences] if encoded is None else list(encoded)
-        if len(encoded) != len(sentences):
-            raise FConvError(f"{len(sentences)} sentences but {len(encoded)} encoded ones; give one per sentence")
-        self.check_lengths(encoded)
-        call = BatchCall(options.generation, unk_dictionary, options.alignment, options.attention, options.decode)
-        batches = self.batches(encoded, options.max_tokens, options.max_sentences, options.workers)
+            return self._passing_through(sentences, words, options)
+        call = BatchCall(replace(options, progress=None, still_wanted=None),
+                         self.codec.unk_dictionary_for(options.replace_unk))
+        batches = self.batches([sentence.encoded for sentence in sentences], options.max_tokens, options.max_sentences,
+                               options.workers)
         if options.still_wanted is not None:
             batches = wanted_rows(batches, options.still_wanted, self.loaded.task.source_dictionary.pad())
-        jobs = ((call, ids, src_tokens, src_lengths, [sentences[i] for i in ids], [encoded[i] for i in ids])
-                for ids, src_tokens, src_lengths in batches)
+        jobs = ((call, ids, src_tokens, src_lengths, [sentences[i] for i in ids]) for ids, src_tokens, src_lengths in batches)
         done = ((job, self.translate_batch(*job)) for job in jobs) if options.workers == 1 else \
             self.workers(options.workers).map(jobs)
         results: List[Optional[Translation]] = [None] * len(sentences)
@@ -171,14 +160,13 @@ class BatchSession:
                 options.progress(len(ids))
         return results
 
-    def _passing_through(self, sentences, words: List[int], options: TranslationOptions, encoded):
+    def _passing_through(self, sentences: Sequence[CheckedSentence], words: List[int], options: TranslationOptions):
         """Lines without a word as they are; the others (``words``) translated."""
-        results = [passed_through(sentence, self.loaded.task.target_dictionary.eos()) for sentence in sentences]
+        results = [passed_through(sentence.text, self.loaded.task.target_dictionary.eos()) for sentence in sentences]
         if words:
             wanted = options.still_wanted
             translated = self.translate([sentences[i] for i in words], replace(
-                options, still_wanted=None if wanted is None else (lambda i: wanted(words[i]))),
-                None if encoded is None else [encoded[i] for i in words])
+                options, still_wanted=None if wanted is None else (lambda i: wanted(words[i]))))
             for i, translation in zip(words, translated):
                 results[i] = translation
         if options.progress is not None:
@@ -208,12 +196,12 @@ class BatchSession:
             pool.close()
 
     def translate_batch(self, call: BatchCall, ids: List[int], src_tokens: torch.Tensor, src_lengths: torch.Tensor,
-                        sentences: List[str], encoded: List[str]) -> List[Translation]:
+                        sentences: List[CheckedSentence]) -> List[Translation]:
         """One batch of ``batches`` translated: a Translation per sentence, in ``ids``' order
-        (``sentences`` and ``encoded`` are the batch's own)."""
+        (``sentences`` are the batch's own)."""
         options, unk_dictionary = call.options, call.unk_dictionary
-        needs_attention = call.alignment or unk_dictionary is not None
-        generator, models, search = self.generator(options, needs_attention)
+        needs_attention = options.alignment or unk_dictionary is not None
+        generator, models, search = self.generator(options.generation, needs_attention)
         task, device = self.loaded.task, self.loaded.device
         tgt_dict = task.target_dictionary
         strip = getattr(generator, "symbols_to_strip_from_output", {generator.eos})
@@ -226,23 +214,23 @@ class BatchSession:
         translations = []
         for row, hypos in enumerate(batch_hypos[: len(ids)]):
             source_row = src_tokens[row]
-            translation = Translation(sentences[row])
-            for hypo in hypos[: options.nbest]:
+            translation = Translation(sentences[row].text)
+            for hypo in hypos[: options.generation.nbest]:
                 tokens = hypo["tokens"].int().cpu()
                 token_ids = tokens.tolist()  # the dictionary reads ints ~30x faster than 0-d tensors
                 text = self.codec.hypothesis_text(token_ids, strip, unk_dictionary, hypo["attention"], source_row,
-                                                  encoded[row])
+                                                  sentences[row].encoded)
                 result = Hypothesis(
-                    text=self.codec.decode(text) if call.decode else text,
+                    text=self.codec.decode(text) if options.decode else text,
                     tokens=token_ids,
                     score=float(hypo["score"]) / LN2,
                     positional_scores=(hypo["positional_scores"].double() / LN2).tolist(),
                 )
-                if call.alignment:
+                if options.alignment:
                     pairs = utils.extract_hard_alignment(hypo["attention"].float().cpu().transpose(1, 0), source_row,
                                                          tokens, tgt_dict.pad(), tgt_dict.eos())
                     result.alignment = [(int(s), int(t)) for s, t in pairs]
-                if call.attention:
+                if options.attention:
                     result.attention, result.p_gen = self.teacher_forced(
                         utils.strip_pad(source_row, task.source_dictionary.pad()), tokens)
                 translation.hypotheses.append(result)

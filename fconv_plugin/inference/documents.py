@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional
 
 from ..errors import EmptySentence, FConvError
+from .options import TranslationOptions
 from .results import DocumentTranslation, Translation
-from .text_codec import check_sentence
+from .text_codec import CheckedSentence, checked_sentence
 
 CLAUSE_END = re.compile(r"[;:]$")
 PHRASE_END = re.compile(r"[,)\]»”\"'–—-]$")
@@ -94,8 +95,7 @@ class SplitDocument:
     """A document in the pieces the model reads, and how to put their translations back."""
 
     text: str
-    pieces: List[str]  # sentences, and pieces of over-long ones, in document order
-    encoded: List[str]  # each piece after the translator's tokenizer and BPE
+    pieces: List[CheckedSentence]  # sentences, and pieces of over-long ones, in document order, each checked
     lines: List[Optional[_Line]]  # one per line of ``text``; None for a blank one
 
     def assemble(self, translations: List[Translation]) -> DocumentTranslation:
@@ -113,8 +113,11 @@ class SplitDocument:
 
 
 def split_document(translator, text: str, language: Optional[str] = None,
-                   max_sentence_tokens: Optional[int] = None, max_len_b: Optional[int] = None) -> SplitDocument:
-    """Lines, sentences, and pieces short enough for the model.
+                   max_sentence_tokens: Optional[int] = None, max_len_b: Optional[int] = None,
+                   where: str = "the text") -> SplitDocument:
+    """Lines, sentences, and pieces short enough for the model, each piece checked as the
+    core checks a sentence (``checked_sentence``: ``TooLong`` for a single word longer than
+    the model reads, named by ``where``).
 
     ``language``: the source language for sentence splitting (default: the task's source
     language). ``max_sentence_tokens``: longer sentences are split (default: the
@@ -142,29 +145,32 @@ def split_document(translator, text: str, language: Optional[str] = None,
         for sentence in split_sentences(line, language):
             pieces.extend(split_long_sentence(sentence, fits))
         lines.append(_Line(indent, first, len(pieces) - first, ending))
-    return SplitDocument(text, pieces, [encode(piece) for piece in pieces], lines)
+    checked = [checked_sentence(piece, encode, translator.source_limit, where, word=True) for piece in pieces]
+    return SplitDocument(text, checked, lines)
 
 
-def checked_document(translator, text: str, where: str = "the text") -> SplitDocument:
-    """``split_document`` for a text that must hold something to translate, each piece checked
-    (``check_sentence``: ``EmptySentence`` for a blank text, ``TooLong`` for a single word
-    longer than the model reads)."""
+def checked_document(translator, text: str, where: str = "the text", **split) -> SplitDocument:
+    """``split_document`` (``split``: its options) for a text that must hold something to
+    translate: a blank one is refused (``EmptySentence``), as an empty sentence is."""
     if not text.strip():
         raise EmptySentence(where)
-    document = split_document(translator, text)
-    for piece in document.encoded:
-        check_sentence(piece, translator.source_limit, where, word=True)
-    return document
+    return split_document(translator, text, where=where, **split)
 
 
 def translate_document(translator, text: str, language: Optional[str] = None,
                        max_sentence_tokens: Optional[int] = None,
-                       on_split: Optional[Callable[[SplitDocument], None]] = None, **options) -> DocumentTranslation:
+                       on_split: Optional[Callable[[SplitDocument], None]] = None,
+                       options: Optional[TranslationOptions] = None, **asked) -> DocumentTranslation:
     """Translate ``text``, keeping its paragraphs and line breaks; all its sentences in one
-    call of ``translator.translate``, which ``options`` go to (beam, progress, ...).
-    ``on_split(document)`` is told the pieces before they are translated (a progress bar's total)."""
-    document = split_document(translator, text, language, max_sentence_tokens, options.get("max_len_b"))
+    call of ``translator.translate`` with ``options`` (a ``TranslationOptions`` built by the
+    caller) or the options ``asked`` by name (beam, progress, ...), as that call takes them.
+    A ``max_len_b`` asked for bounds the cut (``split_document``). ``on_split(document)`` is
+    told the pieces before they are translated (a progress bar's total). A blank text is
+    refused (``EmptySentence``: ``checked_document``)."""
+    options = TranslationOptions.asked(translator.defaults, **asked) if options is None else options.with_(**asked)
+    asked_bound = options.generation.max_len_b if options.generation.max_len_b != translator.defaults.max_len_b else None
+    document = checked_document(translator, text, language=language, max_sentence_tokens=max_sentence_tokens,
+                                max_len_b=asked.get("max_len_b", asked_bound))
     if on_split is not None:
         on_split(document)
-    translations = translator.translate(document.pieces, encoded=document.encoded, **options) if document.pieces else []
-    return document.assemble(translations)
+    return document.assemble(translator.translate(document.pieces, options))

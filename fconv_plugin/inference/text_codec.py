@@ -8,7 +8,8 @@ dictionary ``--replace-unk`` names (``load_unk_dictionary``), and a hypothesis' 
 replaced by the source word its attention points at (``unk_replaced_text``, over
 ``modules/unk_replacement.py``'s paper rule). fairseq-interactive's ``--replace-unk`` fix
 (``compat/replace_unk.py``) and ``fconv-unk-dict`` (``cli/unk_dict.py``) call these.
-A line without a word to translate passes through (``nothing_to_translate``).
+A sentence is checked once (``checked_sentence``, which makes a ``CheckedSentence``); one
+without a word to translate passes through (``nothing_to_translate``).
 fairseq's ``--tokenizer moses`` gives back programming names and quotation marks as written
 (``moses_encode``, ``moses_decode``: ``fconv_onnx/moses_round_trip.py``'s rule, which
 fairseq's own commands get through ``compat/moses_round_trip.py``).
@@ -17,7 +18,8 @@ fairseq's own commands get through ``compat/moses_round_trip.py``).
 import os
 import re
 import unicodedata
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from fairseq.data import Dictionary
@@ -100,16 +102,38 @@ def source_token_count(encoded: str) -> int:
 
 
 def check_sentence(encoded: str, limit: int, where: str = "the sentence", word: bool = False) -> int:
-    """The one check of a sentence the model is to read, after tokenizer and BPE: its source
+    """The rule a sentence the model is to read must meet, after tokenizer and BPE: its source
     tokens, or ``EmptySentence`` / ``TooLong`` (``word``: a document's piece that is a single
-    word). The core, the server and fairseq-interactive's input fix all check with it and
-    word its errors each in their own form."""
+    word). ``checked_sentence`` applies it; the edges word its errors each in their own form."""
     if not encoded.strip():
         raise EmptySentence(where)
     count = source_token_count(encoded)
     if count > limit:
         raise TooLong(where, count, limit, word)
     return count
+
+
+@dataclass(frozen=True)
+class CheckedSentence:
+    """A sentence as the model will read it, checked once (``checked_sentence``): its text,
+    the text after tokenizer and BPE, and its source tokens (</s> counted). The layers after
+    the check take it as it is: none checks or encodes it again."""
+
+    text: str
+    encoded: str
+    tokens: int
+
+
+def checked_sentence(text: str, encode: Callable[[str], str], limit: int, where: str = "the sentence",
+                     word: bool = False) -> CheckedSentence:
+    """The core's one check of a sentence: ``text`` encoded (``encode``: tokenizer, then BPE)
+    and held to ``check_sentence``. An empty text (nothing but spaces) is refused on every
+    face: ``EmptySentence``, worded by each edge (422 native, 400 LibreTranslate's, a skipped
+    line in fairseq-interactive, the error itself in the Python API)."""
+    if not text.strip():
+        raise EmptySentence(where)
+    encoded = encode(text)
+    return CheckedSentence(text, encoded, check_sentence(encoded, limit, where, word))
 
 
 def source_tokens(task, encoded: Sequence[str]) -> Tuple[List[torch.Tensor], List[int]]:

@@ -7,7 +7,7 @@ replacement (``text_codec.py``), batching, generators, decoding and its processe
 fairseq-interactive's D- line for the same options; options live on the call, never on the model.
 """
 
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 from ..deployment.int8 import has_int8_weights
 from ..errors import FConvError
@@ -16,7 +16,7 @@ from .documents import cut_length, translate_document
 from .loading import interactive_config, load_models, trained_sentence_cut, trained_source_lengths
 from .options import GenerationOptions, TranslationOptions
 from .results import DocumentTranslation, Translation
-from .text_codec import TextCodec, check_sentence, source_token_count
+from .text_codec import CheckedSentence, TextCodec, checked_sentence, source_token_count
 
 
 class Translator:
@@ -101,15 +101,21 @@ class Translator:
         """Source tokens an encoded line is, </s> included."""
         return source_token_count(encoded)
 
-    def checked(self, sentence: str, where: str = "the sentence") -> str:
-        """``sentence`` encoded, checked as the model will read it (``EmptySentence``, ``TooLong``)."""
-        encoded = self.encode(sentence)
-        check_sentence(encoded, self.source_limit, where)
-        return encoded
+    def checked_sentence(self, sentence: str, where: str = "the sentence",
+                         encoded: Optional[str] = None) -> CheckedSentence:
+        """``sentence`` encoded and checked as the model will read it, once (``checked_sentence``:
+        ``EmptySentence``, ``TooLong``, named by ``where``); ``translate`` takes it as it is.
+        ``encoded``: the sentence after tokenizer and BPE, from a caller that encodes itself."""
+        return checked_sentence(sentence, self.encode if encoded is None else (lambda _: encoded), self.source_limit,
+                                where)
 
-    def translate(self, sentences: Sequence[str], options: Optional[TranslationOptions] = None,
-                  encoded: Optional[Sequence[str]] = None, **asked) -> List[Translation]:
+    def translate(self, sentences: Sequence[Union[str, CheckedSentence]], options: Optional[TranslationOptions] = None,
+                  **asked) -> List[Translation]:
         """Translate each sentence; results in the order given.
+
+        Each sentence is a text, checked here (``checked_sentence``: an empty one, or one longer than
+        the model reads, raises ``EmptySentence`` or ``TooLong`` naming it, "sentence 2"),
+        or a ``CheckedSentence`` a caller checked already (``checked_sentence``, ``checked_document``).
 
         ``options`` (``TranslationOptions``) or, by their names, ``asked``: ``beam``,
         ``nbest``, ``lenpen``, ``unkpen``, ``min_len``, ``max_len_a``, ``max_len_b``,
@@ -125,11 +131,13 @@ class Translator:
         Marian's ``--cpu-threads``), with the same translations as in one process.
         ``still_wanted(i)``: asked for each sentence (its index here) just before its batch
         is translated; one it answers False for leaves the batch and gets None (a server's
-        request whose client gave up; ``wanted_rows``). ``encoded``: the sentences after
-        ``encode``, when the caller has them.
+        request whose client gave up; ``wanted_rows``).
         """
         options = TranslationOptions.asked(self.defaults, **asked) if options is None else options.with_(**asked)
-        return self.session.translate(sentences, options, encoded)
+        where = "sentence {}" if len(sentences) > 1 else "the sentence"
+        checked = [sentence if isinstance(sentence, CheckedSentence) else self.checked_sentence(sentence, where.format(number))
+                   for number, sentence in enumerate(sentences, start=1)]
+        return self.session.translate(checked, options) if checked else []
 
     def close(self) -> None:
         """Stops the decoding processes, if any were started (``translate(workers=...)``)."""

@@ -90,7 +90,7 @@ async def request_fields(request: Request, limits: Limits, api_keys: Optional[Ap
     return fields, files
 
 
-async def answered(work, timeout: float) -> Response:
+async def response_of(work, timeout: float) -> Response:
     """``work()``'s answer, or the error it meets in one line with its status."""
     try:
         answer = await work()
@@ -113,7 +113,7 @@ async def _post(request: Request, limits: Limits, api_keys: Optional[ApiKeys], w
         fields, files = await request_fields(request, limits, api_keys)
         return await work(fields, files)
 
-    return await answered(run, limits.timeout)
+    return await response_of(run, limits.timeout)
 
 
 def _http_basics(app: FastAPI, batcher: DynamicBatcher, cors_origins: Sequence[str]) -> None:
@@ -167,7 +167,7 @@ def create_app(translators: Dict[str, Translator], default_model: str, batcher: 
     service = TranslationService(served, batcher, limits, translated_files or TranslatedFiles())
 
     @asynccontextmanager
-    async def lifespan(app):  # the batcher was started as the models loaded (main.load_models)
+    async def lifespan(app):  # the batcher was started as the models loaded (main.started_batcher)
         yield
         service.stop()  # uvicorn has answered every request in flight (SIGTERM/SIGINT)
 
@@ -205,7 +205,7 @@ def create_app(translators: Dict[str, Translator], default_model: str, batcher: 
 
     @app.get("/health")
     async def health():
-        return await answered(service.health, limits.timeout)
+        return await response_of(service.health, limits.timeout)
 
     @app.get("/openapi.json")
     async def openapi():

@@ -1,7 +1,8 @@
 """Dynamic batching with back-pressure: sentences of requests that arrive together go
 through one generation call, and a full queue says so at once.
 
-A request becomes a ``Job`` (its sentences, options and deadline), cut into chunks
+A request becomes a ``Job`` (its checked sentences, its one ``TranslationOptions`` value and
+its deadline), cut into chunks
 that each fit one generation call (``max_tokens`` source tokens, ``max_sentences``).
 One worker thread owns the models. It waits for the first chunk, then up to ``window``
 seconds for more work, and takes a round: one chunk of every waiting job in arrival
@@ -28,7 +29,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Callable, Deque, Dict, List, Optional, Tuple, Union
 
-from ..inference import Translation, Translator, source_token_count
+from ..inference import Translation, TranslationOptions, Translator
+from ..inference.text_codec import CheckedSentence
 
 
 class QueueFull(Exception):
@@ -51,12 +53,8 @@ class DeadlinePassed(Exception):
 @dataclass(eq=False)  # a job is itself: two with the same sentences are two jobs
 class Job:
     model: str
-    lines: List[str]
-    encoded: List[str]  # each line after tokenizer and BPE, as the model's dictionary reads it
-    beam: int
-    alignment: bool = False
-    attention: bool = False
-    nbest: int = 1  # hypotheses per sentence (LibreTranslate's alternatives), at most ``beam``
+    sentences: List[CheckedSentence]  # checked by the core as the request was read, in the request's numbering
+    options: TranslationOptions  # as the request's edge built them, handed to Translator.translate unchanged
     deadline: float = math.inf  # time.monotonic() after which nobody waits for the answer
     result: Future = field(default_factory=Future)
     chunks: Deque[Tuple[int, int, int]] = field(default_factory=deque)  # (start, end, tokens) of lines not yet taken
@@ -65,17 +63,13 @@ class Job:
     last_round: int = -1  # the batcher's round that last took a chunk of it
     expired: bool = False  # counted in stats.expired, its place in the queue freed
 
-    @property
-    def options(self) -> tuple:
-        return (self.model, self.beam, self.alignment, self.attention, self.nbest)
-
     def parts(self, size: int) -> List["Job"]:
         """The job as consecutive jobs of at most ``size`` sentences each, with its options
         (a long document queued a part at a time); the job itself where it fits."""
-        if len(self.lines) <= size:
+        if len(self.sentences) <= size:
             return [self]
-        return [Job(self.model, self.lines[start: start + size], self.encoded[start: start + size], self.beam,
-                    self.alignment, self.attention, self.nbest) for start in range(0, len(self.lines), size)]
+        return [Job(self.model, self.sentences[start: start + size], self.options)
+                for start in range(0, len(self.sentences), size)]
 
     def abandoned(self, now: float) -> bool:
         return self.result.cancelled() or self.result.done() or now > self.deadline
@@ -92,19 +86,19 @@ class BatchingStats:
     queued_sentences: int = 0  # sentences waiting or being translated now
 
 
-def chunks_of(encoded: List[str], max_tokens: int, max_sentences: int) -> Deque[Tuple[int, int, int]]:
-    """Consecutive (start, end, source tokens) ranges of ``encoded`` that each fit one
+def chunks_of(sentences: List[CheckedSentence], max_tokens: int, max_sentences: int) -> Deque[Tuple[int, int, int]]:
+    """Consecutive (start, end, source tokens) ranges of ``sentences`` that each fit one
     generation call. A single sentence over ``max_tokens`` is a chunk of its own."""
     chunks: Deque[Tuple[int, int, int]] = deque()
     start, tokens = 0, 0
-    for index, line in enumerate(encoded):
-        count = source_token_count(line)
+    for index, sentence in enumerate(sentences):
+        count = sentence.tokens
         if index > start and (tokens + count > max_tokens or index - start >= max_sentences):
             chunks.append((start, index, tokens))
             start, tokens = index, 0
         tokens += count
-    if encoded:
-        chunks.append((start, len(encoded), tokens))
+    if sentences:
+        chunks.append((start, len(sentences), tokens))
     return chunks
 
 
@@ -156,13 +150,13 @@ class DynamicBatcher:
             if self._stopping:
                 raise ShuttingDown("the server is shutting down; send the request to another replica or try again")
             queued = self.stats.queued_sentences
-            if queued + len(job.lines) > self.max_queued_sentences:
+            if queued + len(job.sentences) > self.max_queued_sentences:
                 self.stats.refused += 1
                 raise QueueFull(queued, self.max_queued_sentences, self._retry_after(queued))
-            job.chunks = chunks_of(job.encoded, self.call_tokens, self.call_sentences)
-            job.translations = [None] * len(job.lines)
+            job.chunks = chunks_of(job.sentences, self.call_tokens, self.call_sentences)
+            job.translations = [None] * len(job.sentences)
             job.unfinished = len(job.chunks)
-            self.stats.queued_sentences += len(job.lines)
+            self.stats.queued_sentences += len(job.sentences)
             self._jobs.append(job)
             self._condition.notify_all()
         return job.result
@@ -245,25 +239,29 @@ class DynamicBatcher:
         if job.expired or (job.result.done() and not job.result.cancelled()):
             return  # counted already, or answered
         job.expired = True
-        self.stats.queued_sentences -= len(job.lines)
+        self.stats.queued_sentences -= len(job.sentences)
         self.stats.expired += 1
         if not job.result.done():  # a waiter still there hears why (a cancelled one has gone)
             job.result.set_exception(DeadlinePassed("the deadline passed during the translation" if job.result.running()
                                                     else "the deadline passed before the translation started"))
 
     def _translate_round(self, taken: List[Tuple[Job, int, int, int]]) -> None:
-        groups: Dict[tuple, List[Tuple[Job, int, int, int]]] = {}
-        for chunk in taken:
-            groups.setdefault(chunk[0].options, []).append(chunk)
-        for (model, beam, alignment, attention, nbest), group in groups.items():
-            lines = [line for job, start, end, _ in group for line in job.lines[start:end]]
-            encoded = [text for job, start, end, _ in group for text in job.encoded[start:end]]
+        """The round's chunks, one generation call for each (model, options) among them."""
+        groups: List[Tuple[Tuple[str, TranslationOptions], List[Tuple[Job, int, int, int]]]] = []
+        for chunk in taken:  # by equality: an options value need not be hashable (a replace_unk dictionary)
+            key = (chunk[0].model, chunk[0].options)
+            group = next((group for known, group in groups if known == key), None)
+            if group is None:
+                groups.append((key, [chunk]))
+            else:
+                group.append(chunk)
+        for (model, options), group in groups:
+            sentences = [sentence for job, start, end, _ in group for sentence in job.sentences[start:end]]
             owners = [job for job, start, end, _ in group for _ in range(start, end)]
             began = time.monotonic()
             try:
                 translations = self.translators[model].translate(
-                    lines, encoded=encoded, beam=beam, nbest=nbest, alignment=alignment, attention=attention,
-                    still_wanted=lambda i: not owners[i].abandoned(time.monotonic()))
+                    sentences, options, still_wanted=lambda i: not owners[i].abandoned(time.monotonic()))
             except Exception as error:  # every waiting client hears of it; the worker goes on
                 with self._condition:
                     for job, _, _, _ in group:
@@ -281,7 +279,7 @@ class DynamicBatcher:
                     offset += end - start
                     self._chunk_done(job)
             for observer in self.observers:
-                observer(len(translated), sum(source_token_count(encoded[i]) for i in translated), seconds)
+                observer(len(translated), sum(sentences[i].tokens for i in translated), seconds)
 
     def _count_call(self, sentences: int, seconds: float) -> None:
         if not sentences:
@@ -299,7 +297,7 @@ class DynamicBatcher:
         if time.monotonic() > job.deadline:  # nobody waits for it any more: discarded
             self._expire(job)
             return
-        self.stats.queued_sentences -= len(job.lines)
+        self.stats.queued_sentences -= len(job.sentences)
         self.stats.requests += 1
         job.result.set_result(job.translations)
 
@@ -308,5 +306,5 @@ class DynamicBatcher:
             self._jobs.remove(job)
         job.chunks.clear()
         if not job.result.done():
-            self.stats.queued_sentences -= len(job.lines)
+            self.stats.queued_sentences -= len(job.sentences)
             job.result.set_exception(error)

@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import List, Optional, Tuple
 
-from ..inference import Translation
+from ..inference import Translation, TranslationOptions
 from . import language_id
-from .requests import Asked, BadRequest, Item, Limits, check_size, item_translations, job_of, text_item
+from .requests import (BadRequest, Limits, RequestText, TranslationRequest, check_size, request_text, text_translations,
+                       translation_request)
 from .served import LANGUAGE_NAMES, ServedModels
 FIELDS = {"q", "source", "target", "format", "api_key", "alternatives"}
 EMPTY = "Invalid request: q holds an empty text"  # LibreTranslate's words for the core's EmptySentence
@@ -66,7 +67,7 @@ def detected_source(texts: List[str], target: str, served: ServedModels) -> Tupl
 
 
 @dataclass
-class Shape:
+class AnswerForm:
     """How the answer is written back: a string or a list, html pieces, the detected language."""
 
     as_list: bool
@@ -134,7 +135,7 @@ def rebuild_html(pieces: List[Tuple[bool, str]], translated) -> str:
     return "".join(out)
 
 
-def parse_libretranslate_request(fields: dict, served: ServedModels, limits: Limits) -> Tuple[Asked, Shape]:
+def parse_libretranslate_request(fields: dict, served: ServedModels, limits: Limits) -> Tuple[TranslationRequest, AnswerForm]:
     unknown = sorted(set(fields) - FIELDS)
     if unknown:
         raise BadRequest(400, f"Invalid request: unknown parameter {unknown[0]!r}; the parameters are "
@@ -165,41 +166,42 @@ def parse_libretranslate_request(fields: dict, served: ServedModels, limits: Lim
         raise BadRequest(400, f"Invalid request: {alternatives} alternatives; this server's beam of {beam} (--beam) "
                               f"gives at most {beam - 1}")
     pieces = [html_pieces(text) for text in texts] if text_format == "html" else None
-    items: List[Item] = []
+    request_texts: List[RequestText] = []
     for number, text in enumerate(texts, start=1):
         where = f"text {number}" if len(texts) > 1 else "the text"
         parts = [part for translate, part in pieces[number - 1] if translate] if pieces and text.strip() else [text]
-        items += [text_item(translator, part.strip(), where, True, empty=EMPTY) for part in parts]
-    return job_of(model, items, beam, nbest=alternatives + 1), Shape(as_list, pieces, detected, alternatives)
+        request_texts += [request_text(translator, part.strip(), where, True, empty=EMPTY) for part in parts]
+    options = TranslationOptions.asked(translator.defaults, nbest=alternatives + 1)
+    return translation_request(model, request_texts, options), AnswerForm(as_list, pieces, detected, alternatives)
 
 
-def _alternatives(item, mine: List[Translation], count: int) -> List[str]:
+def _alternatives(text: RequestText, mine: List[Translation], count: int) -> List[str]:
     """Up to ``count`` further distinct texts of one document: the k-th hypothesis of each
     of its sentences (its best where a sentence has fewer), k = 2, 3, ..."""
-    best = item.document.assemble(mine).text
+    best = text.document.assemble(mine).text
     found: List[str] = []
     for k in range(1, max((len(t.hypotheses) for t in mine), default=1)):
-        text = item.document.assemble([Translation(t.source, [t.hypotheses[min(k, len(t.hypotheses) - 1)]])
-                                       for t in mine]).text
-        if text != best and text not in found:
-            found.append(text)
+        alternative = text.document.assemble([Translation(t.source, [t.hypotheses[min(k, len(t.hypotheses) - 1)]])
+                                              for t in mine]).text
+        if alternative != best and alternative not in found:
+            found.append(alternative)
     return found[:count]
 
 
-def libretranslate_answer(shape: Shape, asked: Asked, translations: List[Translation]) -> dict:
+def libretranslate_answer(form: AnswerForm, request: TranslationRequest, translations: List[Translation]) -> dict:
     # one document per text (or per html text piece)
-    documents = list(item_translations(asked, translations))
-    texts = [item.document.assemble(mine).text for item, mine in documents]
-    if shape.html_pieces is not None:
+    documents = list(text_translations(request, translations))
+    texts = [text.document.assemble(mine).text for text, mine in documents]
+    if form.html_pieces is not None:
         translated = iter(texts)
-        texts = [rebuild_html(pieces, translated) for pieces in shape.html_pieces]
-    answer = {"translatedText": texts if shape.as_list else texts[0]}
-    if shape.alternatives:
-        alternatives = [_alternatives(item, mine, shape.alternatives) for item, mine in documents]
-        answer["alternatives"] = alternatives if shape.as_list else alternatives[0]
-    if shape.detected is not None:
-        detected = {"language": shape.detected[0], "confidence": shape.detected[1]}
-        answer["detectedLanguage"] = [detected] * len(texts) if shape.as_list else detected
+        texts = [rebuild_html(pieces, translated) for pieces in form.html_pieces]
+    answer = {"translatedText": texts if form.as_list else texts[0]}
+    if form.alternatives:
+        alternatives = [_alternatives(text, mine, form.alternatives) for text, mine in documents]
+        answer["alternatives"] = alternatives if form.as_list else alternatives[0]
+    if form.detected is not None:
+        detected = {"language": form.detected[0], "confidence": form.detected[1]}
+        answer["detectedLanguage"] = [detected] * len(texts) if form.as_list else detected
     return answer
 
 

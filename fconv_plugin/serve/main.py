@@ -115,7 +115,7 @@ def configuration(args):
     return cfg, limits, checkpoints, api_keys
 
 
-def load_models(args, cfg, checkpoints):
+def started_batcher(args, cfg, checkpoints):
     """The batcher, started once: its generation thread loads every model (torch's threads
     belong to the thread that first runs it: batching.DynamicBatcher), and the models."""
     from ..inference import Translator
@@ -154,7 +154,7 @@ def main(argv=None) -> None:
     compat.console.require_extra("fconv-serve", "serve", PARTS)  # before a model loads or a port opens
     args = read_options(sys.argv[1:] if argv is None else argv)
     cfg, limits, checkpoints, api_keys = configuration(args)
-    batcher, translators = load_models(args, cfg, checkpoints)
+    batcher, translators = started_batcher(args, cfg, checkpoints)
     from .app import create_app
 
     app = create_app(translators, args.name, batcher, limits, api_keys, args.cors_origin)

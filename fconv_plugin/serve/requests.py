@@ -1,8 +1,9 @@
 """What a translation request asks for, checked, and what its answer says: the native API.
 
-A request's JSON becomes what it asks (``Asked``: a ``batching.Job`` of the pieces the
-model reads, and the request's texts they make up), or ``BadRequest`` naming the first
-problem; the job's translations become the answer's JSON. The service (``service.py``)
+A request's JSON becomes a ``TranslationRequest`` (a ``batching.Job`` of the checked
+sentences the model reads with the request's one ``TranslationOptions``, and the request's
+texts they make up, ``RequestText``), or ``BadRequest`` naming the first problem; the job's
+translations become the answer's JSON. The service (``service.py``)
 runs the job; the HTTP side is ``app.py``; LibreTranslate's API is ``libretranslate.py``.
 """
 
@@ -12,8 +13,9 @@ from typing import Dict, List, Optional
 from urllib.parse import parse_qsl
 
 from ..errors import EmptySentence, TooLong
-from ..inference import SplitDocument, Translation, Translator
+from ..inference import SplitDocument, Translation, TranslationOptions, Translator
 from ..inference.documents import checked_document
+from ..inference.text_codec import CheckedSentence
 from .batching import Job
 from .served import ServedModels
 
@@ -33,7 +35,7 @@ class BadRequest(Exception):
         self.status = status
 
 
-def refused(error, empty: str = None) -> BadRequest:
+def bad_request_for(error, empty: str = None) -> BadRequest:
     """The core's check of a text (``EmptySentence``, ``TooLong``) as the native API answers it:
     422 "sentence 2 is empty" (or ``empty``, a protocol's own wording), 413 with what to do."""
     if isinstance(error, EmptySentence):
@@ -81,7 +83,7 @@ def _fields_of(pairs) -> Dict[str, object]:
     return {name: found if name == "q" and len(found) > 1 else found[0] for name, found in values.items()}
 
 
-def parse_translate_request(request: dict, served: ServedModels, limits: Limits) -> "Asked":
+def parse_translate_request(request: dict, served: ServedModels, limits: Limits) -> "TranslationRequest":
     """The native API's request as what it asks, or BadRequest naming the first problem."""
     unknown = sorted(set(request) - {"text", "beam", "alignment", "attention", "model", "document"})
     if unknown:
@@ -111,9 +113,10 @@ def parse_translate_request(request: dict, served: ServedModels, limits: Limits)
         if type(flags[flag]) is not bool:
             raise BadRequest(422, f'"{flag}" must be true or false, got {json.dumps(flags[flag])}')
     as_document = flags.pop("document")
-    items = [text_item(translator, text.strip(), f"sentence {number}" if len(lines) > 1 else "the sentence", as_document)
-             for number, text in enumerate(lines, start=1)]
-    return job_of(model, items, beam, **flags)
+    options = TranslationOptions.asked(translator.defaults, beam=beam, **flags)
+    texts = [request_text(translator, text.strip(), f"sentence {number}" if len(lines) > 1 else "the sentence",
+                          as_document) for number, text in enumerate(lines, start=1)]
+    return translation_request(model, texts, options)
 
 
 def check_size(texts: List[str], limits: Limits, count_texts: bool = True) -> None:
@@ -129,50 +132,50 @@ def check_size(texts: List[str], limits: Limits, count_texts: bool = True) -> No
                               "(--max-request-characters); send the text in parts")
 
 
-def job_of(model: str, items: List["Item"], beam: int, **flags) -> "Asked":
-    """The job that translates every piece of ``items``, with the items."""
-    pieces = [piece for item in items for piece in item.pieces]
-    encoded = [text for item in items for text in item.encoded]
-    return Asked(Job(model, pieces, encoded, beam, **flags), items)
+def translation_request(model: str, texts: List["RequestText"], options: TranslationOptions) -> "TranslationRequest":
+    """The job that translates every piece of ``texts`` with ``options``, with the texts."""
+    return TranslationRequest(Job(model, [piece for text in texts for piece in text.pieces], options), texts)
 
 
-def item_translations(asked: "Asked", translations: List[Translation]):
-    """(item, its pieces' translations) for each text of the request, in order."""
+def text_translations(request: "TranslationRequest", translations: List[Translation]):
+    """(text, its pieces' translations) for each text of the request, in order."""
     start = 0
-    for item in asked.items:
-        yield item, translations[start: start + len(item.pieces)]
-        start += len(item.pieces)
+    for text in request.texts:
+        yield text, translations[start: start + len(text.pieces)]
+        start += len(text.pieces)
 
 
-def text_item(translator: Translator, text: str, where: str, as_document: bool, empty: str = None) -> "Item":
+def request_text(translator: Translator, text: str, where: str, as_document: bool, empty: str = None) -> "RequestText":
     """One text of a request: a sentence, translated whole as fairseq-interactive translates
     a line; or, with ``"document": true`` or line breaks in it, a document (paragraphs and
     lines kept, split into sentences, long ones at safe points: ``inference.documents``).
-    The core checks it (``Translator.checked``, ``checked_document``); its errors are
-    answered by ``refused`` (``empty``: a protocol's own words for an empty text)."""
+    The core checks it, once (``Translator.checked_sentence``, ``checked_document``); its
+    errors are answered by ``bad_request_for`` (``empty``: a protocol's own words for an
+    empty text)."""
     try:
         if not as_document and "\n" not in text and "\r" not in text:
-            return Item(None, [text], [translator.checked(text, where)])
+            return RequestText(None, [translator.checked_sentence(text, where)])
         document = checked_document(translator, text.replace("\r\n", "\n"), where)
     except (EmptySentence, TooLong) as error:
-        raise refused(error, empty) from None
-    return Item(document, document.pieces, document.encoded)
+        raise bad_request_for(error, empty) from None
+    return RequestText(document, document.pieces)
 
 
 @dataclass
-class Item:
+class RequestText:
+    """One text of a request and the checked pieces the model reads of it."""
+
     document: Optional[SplitDocument]  # None: one sentence
-    pieces: List[str]
-    encoded: List[str]
+    pieces: List[CheckedSentence]
 
 
 @dataclass
-class Asked:
-    """What a request asks: the job the batcher runs, and the request's texts (``Item``) its
-    lines make up, which turn its translations back into the answer."""
+class TranslationRequest:
+    """A translation request as read: the job the batcher runs, and the request's texts
+    (``RequestText``) its sentences make up, which turn its translations back into the answer."""
 
     job: Job
-    items: List[Item]
+    texts: List[RequestText]
 
 
 def _hypothesis_answer(translation: Translation, alignment: bool, attention: bool) -> dict:
@@ -191,17 +194,17 @@ def _hypothesis_answer(translation: Translation, alignment: bool, attention: boo
     return answer
 
 
-def answers(asked: Asked, translations: List[Translation]) -> List[dict]:
+def answers(request: TranslationRequest, translations: List[Translation]) -> List[dict]:
     """One answer per text of the request: a sentence's, or a document's text with its sentences'."""
-    job = asked.job
+    options = request.job.options
     out = []
-    for item, mine in item_translations(asked, translations):
-        if item.document is None:
-            out.append(_hypothesis_answer(mine[0], job.alignment, job.attention))
+    for text, mine in text_translations(request, translations):
+        if text.document is None:
+            out.append(_hypothesis_answer(mine[0], options.alignment, options.attention))
             continue
-        sentences = [_hypothesis_answer(t, job.alignment, job.attention) for t in mine]
+        sentences = [_hypothesis_answer(t, options.alignment, options.attention) for t in mine]
         out.append({
-            "text": item.document.assemble(mine).text,
+            "text": text.document.assemble(mine).text,
             "score": sum(s["score"] for s in sentences) / len(sentences) if sentences else 0.0,
             "sentences": sentences,
         })

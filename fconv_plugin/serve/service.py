@@ -19,13 +19,13 @@ from typing import Callable, Dict, List, Tuple
 
 import anyio
 
-from ..inference import Translation
+from ..inference import Translation, TranslationOptions
 from .batching import DeadlinePassed, DynamicBatcher, Job, QueueFull
 from .files import FORMATS, TranslatedFiles, read_file
 from .libretranslate import (detect_answer, detected_source, frontend_settings, is_libretranslate_request,
                              libretranslate_answer, model_for, parse_libretranslate_request)
-from .requests import (BadRequest, Limits, answers, check_size, item_translations, job_of, parse_translate_request,
-                       text_item)
+from .requests import (BadRequest, Limits, answers, check_size, parse_translate_request, request_text,
+                       text_translations, translation_request)
 from .served import ServedModels
 
 logger = logging.getLogger("fconv_plugin.serve")
@@ -84,10 +84,10 @@ class TranslationService:
         """POST /translate: LibreTranslate's request where it has ``q``, else the native API's.
         Tokenizer and BPE run in a thread: off the event loop, which keeps serving others."""
         if is_libretranslate_request(fields):
-            asked, shape = await run_in_threadpool(parse_libretranslate_request, fields, self.served, self.limits)
-            return libretranslate_answer(shape, asked, await self.translated(asked.job))
-        asked = await run_in_threadpool(parse_translate_request, fields, self.served, self.limits)
-        return {"translations": answers(asked, await self.translated(asked.job))}
+            request, form = await run_in_threadpool(parse_libretranslate_request, fields, self.served, self.limits)
+            return libretranslate_answer(form, request, await self.translated(request.job))
+        request = await run_in_threadpool(parse_translate_request, fields, self.served, self.limits)
+        return {"translations": answers(request, await self.translated(request.job))}
 
     async def detect(self, fields: dict) -> List[dict]:
         """LibreTranslate's POST /detect: the served source languages, most likely first."""
@@ -110,12 +110,12 @@ class TranslationService:
             source = detected_source(document.texts or [""], fields["target"], self.served)[0]
         model = model_for(self.served, source, fields["target"])
         translator = self.served.translators[model]
-        items = await run_in_threadpool(
-            lambda: [text_item(translator, text, f"text {n}", as_document=True)
+        texts = await run_in_threadpool(
+            lambda: [request_text(translator, text, f"text {n}", as_document=True)
                      for n, text in enumerate(document.texts, start=1)])
-        asked = job_of(model, items, translator.defaults.beam)
-        translations = await self.translated(asked.job) if asked.job.lines else []
-        texts = [item.document.assemble(mine).text for item, mine in item_translations(asked, translations)]
+        request = translation_request(model, texts, TranslationOptions(translator.defaults))
+        translations = await self.translated(request.job) if request.job.sentences else []
+        texts = [text.document.assemble(mine).text for text, mine in text_translations(request, translations)]
         data = await run_in_threadpool(document.rebuild, texts)
         return {"translatedFileUrl": address(self.translated_files.keep(data, Path(filename).suffix.lower()))}
 

@@ -52,5 +52,11 @@ def test_bad_input_and_options_get_one_line_and_nothing_is_overwritten(trained_m
     result = run_tool("fconv-translate", data_bin, "--path", checkpoint, "--workers", "0", input="s1\n", check=False)
     assert result.stderr.strip().splitlines()[-1] == ("fconv_plugin: error: workers 0: give a whole number of decoding "
                                                       "processes, 1 or more")
+    kept = tmp_path / "kept.txt"
+    kept.write_text("a translation written before\n")
+    result = run_tool("fconv-translate", data_bin, "--path", checkpoint, "--output", kept, input=" \n\n", check=False)
+    assert result.returncode != 0 and result.stderr.strip().splitlines()[-1] == (
+        "fconv_plugin: error: the standard input holds no text to translate (nothing was written)")
+    assert kept.read_text() == "a translation written before\n"
     result = run_tool("fconv-translate", data_bin, "--path", tmp_path / "none.pt", input="s1\n", check=False)
     assert result.returncode != 0 and "Traceback" not in result.stderr

@@ -1,14 +1,16 @@
-"""A sentence is checked once, by the core (``check_sentence``), which raises typed errors; each
+"""A sentence is checked once, by the core (``checked_sentence``), which raises typed errors; each
 edge words them its own way: the Python API the errors themselves, the server an HTTP status
-and message (native and LibreTranslate's), fairseq-interactive a note or a one-line error."""
+and message (native and LibreTranslate's), fairseq-interactive a note or a one-line error.
+An empty text is refused on every face (the faces' own tests: tests/serve, tests/compat,
+tests/cli, tests/inference/test_translator.py)."""
 
 import pytest
 
 from fconv_plugin.compat.interactive_input import _problem
 from fconv_plugin.errors import EmptySentence, FConvError, TooLong
 from fconv_plugin.inference.documents import checked_document
-from fconv_plugin.inference.text_codec import check_sentence
-from fconv_plugin.serve.requests import BadRequest, text_item
+from fconv_plugin.inference.text_codec import CheckedSentence, check_sentence, checked_sentence
+from fconv_plugin.serve.requests import BadRequest, request_text
 
 
 class WordTranslator:
@@ -24,9 +26,8 @@ class WordTranslator:
     def token_count(self, encoded):
         return len(encoded.split()) + 1
 
-    def checked(self, sentence, where="the sentence"):
-        check_sentence(sentence, self.source_limit, where)
-        return sentence
+    def checked_sentence(self, sentence, where="the sentence"):
+        return checked_sentence(sentence, self.encode, self.source_limit, where)
 
 
 def test_the_core_checks_once_and_raises_typed_errors():
@@ -41,11 +42,25 @@ def test_the_core_checks_once_and_raises_typed_errors():
                                "(translate_document splits long sentences itself)")
 
 
+def test_a_checked_sentence_holds_what_the_model_reads_and_an_empty_text_is_never_encoded():
+    encoded_texts = []
+
+    def encode(text):
+        encoded_texts.append(text)
+        return text.lower()
+
+    assert checked_sentence("A B", encode, 6, "sentence 1") == CheckedSentence("A B", "a b", 3)
+    with pytest.raises(EmptySentence, match="^sentence 2 is empty$"):
+        checked_sentence(" \t", encode, 6, "sentence 2")
+    assert encoded_texts == ["A B"]
+
+
 def test_a_document_is_checked_piece_by_piece():
     with pytest.raises(EmptySentence, match="^text 1 is empty$"):
         checked_document(WordTranslator(), " \n ", "text 1")
     long_sentence = " ".join(["w"] * 12) + "."  # cut into pieces the model reads: no error
-    assert len(checked_document(WordTranslator(), long_sentence, "text 1").pieces) > 1
+    pieces = checked_document(WordTranslator(), long_sentence, "text 1").pieces
+    assert len(pieces) > 1 and all(isinstance(piece, CheckedSentence) and piece.tokens <= 6 for piece in pieces)
     with pytest.raises(TooLong) as long:
         checked_document(_Unsplittable(), "one", "text 1")  # a single word over the limit
     assert long.value.word and (long.value.count, long.value.limit) == (10, 6)
@@ -65,19 +80,19 @@ class _Unsplittable(WordTranslator):
 ])
 def test_the_native_api_answers_the_cores_errors(text, as_document, status, message):
     with pytest.raises(BadRequest) as refused:
-        text_item(WordTranslator(), text, "sentence 3", as_document)
+        request_text(WordTranslator(), text, "sentence 3", as_document)
     assert (refused.value.status, str(refused.value)) == (status, message)
 
 
 def test_the_native_api_answers_a_word_too_long_for_the_model():
     with pytest.raises(BadRequest) as refused:
-        text_item(_Unsplittable(), "one", "the sentence", True)
+        request_text(_Unsplittable(), "one", "the sentence", True)
     assert (refused.value.status, str(refused.value)) == (413, "the sentence has a word of 10 tokens; the model reads at most 6")
 
 
 def test_libretranslate_words_an_empty_text_its_own_way():
     with pytest.raises(BadRequest) as refused:
-        text_item(WordTranslator(), "", "the text", True, empty="Invalid request: q holds an empty text")
+        request_text(WordTranslator(), "", "the text", True, empty="Invalid request: q holds an empty text")
     assert (refused.value.status, str(refused.value)) == (400, "Invalid request: q holds an empty text")
 
 

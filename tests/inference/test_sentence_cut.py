@@ -79,8 +79,9 @@ class WordTranslator:
 
 def test_a_document_is_cut_at_the_translators_cut_unless_told_otherwise():
     sentence = " ".join(f"w{i}," for i in range(162))  # 162 words: one sentence, commas to cut at
-    pieces = split_document(WordTranslator(cut=48), sentence, "es").pieces
+    pieces = [piece.text for piece in split_document(WordTranslator(cut=48), sentence, "es").pieces]
     assert all(len(piece.split()) + 1 <= 48 for piece in pieces) and " ".join(pieces) == sentence
     assert len(pieces) == 4  # 47 + 47 + 47 + 21 words
-    assert split_document(WordTranslator(cut=48), sentence, "es", max_sentence_tokens=200).pieces == [sentence]
+    assert [piece.text for piece in split_document(WordTranslator(cut=48), sentence, "es",
+                                                   max_sentence_tokens=200).pieces] == [sentence]
     assert len(split_document(WordTranslator(cut=48), sentence, "es", max_len_b=20).pieces) == 9  # 19 words each

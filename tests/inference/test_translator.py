@@ -10,7 +10,7 @@ import torch
 from fairseq.tasks import FairseqTask
 
 from fconv_plugin import precision
-from fconv_plugin.errors import FConvError
+from fconv_plugin.errors import EmptySentence, FConvError
 from fconv_plugin.inference import Translator
 from fconv_plugin.inference.loading import place_model
 from fconv_plugin.inference.text_codec import source_tokens
@@ -235,6 +235,18 @@ def test_lines_with_nothing_to_translate_pass_through_in_calls_and_documents(tra
     assert translator.translate(["🙏", "!!"])[1].text == "!!"  # no word anywhere: no generation at all
     document = translator.translate_document("s1 s2 s3\n🙏\n\n3:16")
     assert document.text.split("\n")[1:] == ["🙏", "", "3:16"]
+
+
+def test_an_empty_text_is_refused_by_name_in_calls_and_documents_as_on_every_face(translator):
+    with pytest.raises(EmptySentence, match="^sentence 2 is empty$"):
+        translator.translate(["s1 s2", " "])
+    with pytest.raises(EmptySentence, match="^the sentence is empty$"):
+        translator.translate([""])
+    with pytest.raises(EmptySentence, match="^the text is empty$"):
+        translator.translate_document(" \n\n ")
+    checked = translator.checked_sentence("s1 s2", "sentence 1")
+    assert (checked.encoded, checked.tokens) == ("s1 s2", 3)
+    assert translator.translate([checked])[0].text == translator.translate(["s1 s2"])[0].text
 
 
 def test_sentences_no_longer_wanted_leave_at_their_batch_and_the_rest_are_as_if_alone(translator):

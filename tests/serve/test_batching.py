@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from fconv_plugin.inference import Hypothesis, Translation
+from fconv_plugin.inference import Hypothesis, Translation, TranslationOptions
+from fconv_plugin.inference.text_codec import checked_sentence
 from fconv_plugin.serve.batching import DeadlinePassed, DynamicBatcher, Job, QueueFull, ShuttingDown, chunks_of
 
 
@@ -19,21 +20,28 @@ class HeldTranslator:
 
     def __init__(self, seconds_per_call: float = 0.0):
         self.calls = []  # the sentences of each call
+        self.options = []  # the options value each call was handed
         self.release = threading.Event()
         self.release.set()
         self.seconds_per_call = seconds_per_call
         self.started = threading.Event()
 
-    def translate(self, lines, encoded=None, **options):
+    def translate(self, sentences, options=None, **asked):
+        lines = [sentence.text for sentence in sentences]
         self.calls.append(list(lines))
+        self.options.append(options)
         self.started.set()
         self.release.wait(10)
         time.sleep(self.seconds_per_call)
         return [Translation(line, [Hypothesis(line.upper(), [], 0.0, [])]) for line in lines]
 
 
-def _job(lines, deadline=float("inf")):
-    return Job("m", list(lines), list(lines), 5, deadline=deadline)
+def _checked(lines):
+    return [checked_sentence(line, lambda text: text, 1000) for line in lines]
+
+
+def _job(lines, deadline=float("inf"), options=TranslationOptions()):
+    return Job("m", _checked(lines), options, deadline=deadline)
 
 
 def _batcher(translator, **limits):
@@ -50,9 +58,9 @@ def _texts(future):
 
 def test_chunks_fit_one_call_each():
     lines = ["a b", "c", "d e f g", "h", "i j k l m n o p q"]  # 3, 2, 5, 2, 10 tokens with </s>
-    assert list(chunks_of(lines, max_tokens=7, max_sentences=8)) == [(0, 2, 5), (2, 4, 7), (4, 5, 10)]
-    assert list(chunks_of(lines, max_tokens=100, max_sentences=2)) == [(0, 2, 5), (2, 4, 7), (4, 5, 10)]
-    assert list(chunks_of(lines, max_tokens=100, max_sentences=8)) == [(0, 5, 22)]
+    assert list(chunks_of(_checked(lines), max_tokens=7, max_sentences=8)) == [(0, 2, 5), (2, 4, 7), (4, 5, 10)]
+    assert list(chunks_of(_checked(lines), max_tokens=100, max_sentences=2)) == [(0, 2, 5), (2, 4, 7), (4, 5, 10)]
+    assert list(chunks_of(_checked(lines), max_tokens=100, max_sentences=8)) == [(0, 5, 22)]
     assert list(chunks_of([], 10, 10)) == []
 
 
@@ -72,6 +80,22 @@ def test_a_large_request_is_spread_over_calls_and_a_small_one_gets_in_after_one_
     assert all(len(call) <= 8 for call in translator.calls)
     assert translator.calls[1] == ["small one", "small two"] and len(translator.calls) == 6
     assert batcher.stats.requests == 2 and batcher.stats.queued_sentences == 0
+
+
+def test_a_round_makes_one_call_per_model_and_options_and_hands_the_options_value_down_as_built():
+    translator = HeldTranslator()
+    translator.release.clear()
+    batcher = _batcher(translator)
+    first = batcher.submit(_job(["first"]))
+    assert translator.started.wait(5)  # the next three wait for one round
+    narrow, aligned = TranslationOptions().with_(beam=2), TranslationOptions(alignment=True)
+    futures = [batcher.submit(_job(lines, options=options))
+               for lines, options in ((["a"], narrow), (["b"], aligned), (["c", "d"], TranslationOptions().with_(beam=2)))]
+    translator.release.set()
+    assert _texts(first) == ["FIRST"] and [_texts(f) for f in futures] == [["A"], ["B"], ["C", "D"]]
+    batcher.stop()
+    assert translator.calls[1:] == [["a", "c", "d"], ["b"]]  # equal options share a call, in arrival order
+    assert translator.options[1] is narrow and translator.options[2] is aligned
 
 
 def test_a_full_queue_refuses_at_once_with_a_wait_to_suggest():
@@ -121,7 +145,8 @@ class BatchedTranslator(HeldTranslator):
     """Translates in batches of two, asking ``still_wanted`` before each, as the inference
     core does; the first batch waits for ``release``."""
 
-    def translate(self, lines, encoded=None, still_wanted=None, **options):
+    def translate(self, sentences, options=None, still_wanted=None, **asked):
+        lines = [sentence.text for sentence in sentences]
         self.calls.append(list(lines))
         results = [None] * len(lines)
         for start in range(0, len(lines), 2):
