@@ -5,10 +5,8 @@ fairseq's ``--user-dir`` in one of fairseq's commands it also installs the host 
 in ``fconv_plugin.compat`` (other programs call ``fconv_plugin.compat.install()`` if they
 want them); otherwise it does not import them.
 
-The layers, each importing only those before it: ``modules`` (the paper's layers),
-``deployment`` (their int8 forms), ``models`` (the fairseq model), ``inference`` (text in, translations out), then the
-faces: ``cli``, ``serve``, ``export`` (and ``fconv_onnx``, which imports none of this
-package). ``compat`` (the host fixes) is imported only by entry points.
+The package's layers each import only those below them, in the order ``LAYERS`` in
+tests/test_layers.py states (docs/design.md#layers says what each part is).
 """
 
 import logging

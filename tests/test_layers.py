@@ -1,15 +1,13 @@
-"""The package's layers import one way (docs/design.md#layers), checked by importing each
-layer in a fresh process and by reading the sources.
-
-paper layers (modules/) → fairseq model (models/) → decoding (decoding/: the step and the
-search) → inference core (inference/) → the faces (cli/, serve/, export/), below them all the
-one selector of compiled or torch forms (backend.py) over the loops' loader (native/), the
-only reader of either: ``LAYERS`` states the order once; compat/ (host fixes) only from entry points; fconv_onnx without
-torch, fairseq or fconv_plugin.
+"""The package's layers import one way, checked by importing each layer in a fresh process
+and by reading the sources. ``LAYERS`` states the order once (docs/design.md#layers names
+the same parts in the same order, checked here); compat/ (host fixes) only from entry
+points; backend.py the one selector of compiled or torch forms and the only reader of
+native/; fconv_onnx without torch, fairseq or fconv_plugin.
 """
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -92,6 +90,12 @@ def test_the_layer_order_names_every_part_once():
     named = [part for layer in LAYERS for part in layer]
     assert len(named) == len(set(named))
     assert set(named) == {part for part in PARTS if part not in ("__init__", "__pycache__")} | {"package root"}
+
+
+def test_the_design_documents_layer_table_is_the_order_stated_here():
+    text = (ROOT / "docs" / "design.md").read_text().split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert [re.findall(r"`([\w ]+)`", row.split("|")[1]) for row in rows] == LAYERS
 
 
 def test_each_part_imports_only_the_layers_below_it():
