@@ -35,8 +35,6 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-venv=${VENV:-$repo/.venv}
-export PATH="$venv/bin:$PATH"
 recipe=${RECIPE:-adam}
 seed=${SEED:-1}
 evaluate=${EVALUATE:-1}
@@ -44,17 +42,8 @@ valid=${VALID:-300}
 test=${TEST:-500}
 train=${TRAIN:-}
 work=${WORK_DIR:-$here/runs/$(date +%Y%m%d-%H%M%S)}
-start=$(date +%s)
-step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
-fail() { echo "quickstart: error: $*" >&2; exit 1; }
-# shellcheck source=../lib/jobs.sh
-source "$repo/examples/lib/jobs.sh"
-# shellcheck source=../lib/fairseq_logs.sh
-source "$repo/examples/lib/fairseq_logs.sh"
-# shellcheck source=../lib/precision.sh
-source "$repo/examples/lib/precision.sh"
-# shellcheck source=../lib/budget.sh
-source "$repo/examples/lib/budget.sh"
+# shellcheck source=../lib/example.sh
+source "$repo/examples/lib/example.sh" quickstart
 
 choose_length 600
 case "$seed" in ''|*[!0-9]*) fail "SEED must be a whole number, got '$seed'";; esac
@@ -75,17 +64,10 @@ case "$recipe" in
     *) fail "RECIPE must be adam or nag, got '$recipe'" ;;
 esac
 choose_precision  # before anything is written: PRECISION=bf16 on a CPU without the units stops here
-if [ -e "$work" ] && [ -n "$(ls -A "$work" 2>/dev/null)" ]; then
-    fail "WORK_DIR $work exists and is not empty; choose a new directory (nothing was deleted)"
-fi
-mkdir -p "$work" && cd "$work" && work=$(pwd)
+make_work_dir "$work" && cd "$work" && work=$(pwd)
 # runs/latest names the newest run kept beside this script (not one written elsewhere)
 case "$work" in "$here/runs/"*) ln -sfn "$work" "$here/runs/latest" 2>/dev/null || true ;; esac
-if [ "$length" = minutes ]; then
-    echo "budget: $minutes minutes of training on this CPU, a speed probe's included; precision: $precision ($precision_reason)"
-else
-    echo "budget: $updates updates$length_note; precision: $precision ($precision_reason)"
-fi
+say_budget
 echo "recipe: fconv_iwslt_de_en, $recipe_text; writing to $work"
 
 step "1/8 corpus: split the verse pairs into train / valid / test"
@@ -158,17 +140,8 @@ if [ "$evaluate" = 0 ]; then
 fi
 test_verses=$(wc -l < test.raw.es)
 step "6/8 fairseq-generate --beam 5 on $test_verses held-out verses, detokenise, score"
-fairseq-generate data-bin --user-dir "$repo/fconv_plugin" --path checkpoints/checkpoint_best.pt \
-    --gen-subset test --beam 5 --remove-bpe --max-tokens 6000 --required-batch-size-multiple 1 \
-    --log-format simple --log-interval 4 > generate.out 2> generate.log \
-    || { tail -n 20 generate.log; fail "fairseq-generate failed (log: $work/generate.log)"; }
+generate_test checkpoints/checkpoint_best.pt "$test_verses" en python "$here/moses.py" detokenize en
 grep -E "Translated" generate.log | sed 's/^.*generate://' || true
-grep '^H-' generate.out | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > test.hyp.tok.en
-# fairseq drops a last batch smaller than --required-batch-size-multiple (8 by default,
-# fairseq issue #5036); the option above keeps it: every verse must be translated
-[ "$(wc -l < test.hyp.tok.en)" -eq "$test_verses" ] \
-    || fail "fairseq-generate translated $(wc -l < test.hyp.tok.en) of $test_verses verses (log: $work/generate.log)"
-python "$here/moses.py" detokenize en < test.hyp.tok.en > test.hyp.en 2>/dev/null
 model_bleu=$(sacrebleu test.raw.en -i test.hyp.en -m bleu -b -w 2)
 model_chrf=$(sacrebleu test.raw.en -i test.hyp.en -m chrf -b -w 2)
 copy_bleu=$(sacrebleu test.raw.en -i test.raw.es -m bleu -b -w 2)

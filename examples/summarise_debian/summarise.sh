@@ -45,8 +45,6 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-venv=${VENV:-$repo/.venv}
-export PATH="$venv/bin:$PATH"
 arch=${ARCH:-fconv_gigaword_copy}
 model=${MODEL-"--encoder-layers [(128,3)]*4 --decoder-layers [(128,3)]*4 --encoder-embed-dim 128 --decoder-embed-dim 128 --decoder-out-embed-dim 128"}
 lr=${LR:-0.006}
@@ -58,17 +56,8 @@ n_valid=${VALID:-500}
 n_test=${TEST:-1500}
 corpus=${CORPUS:-$here/data/descriptions.tsv.xz}
 work=${WORK_DIR:-$here/runs/$(date +%Y%m%d-%H%M%S)}
-start=$(date +%s)
-step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
-fail() { echo "summarise: error: $*" >&2; exit 1; }
-# shellcheck source=../lib/jobs.sh
-source "$repo/examples/lib/jobs.sh"
-# shellcheck source=../lib/fairseq_logs.sh
-source "$repo/examples/lib/fairseq_logs.sh"
-# shellcheck source=../lib/precision.sh
-source "$repo/examples/lib/precision.sh"
-# shellcheck source=../lib/budget.sh
-source "$repo/examples/lib/budget.sh"
+# shellcheck source=../lib/example.sh
+source "$repo/examples/lib/example.sh" summarise
 
 for knob in SEED VALID TEST MERGES SOURCE_WORDS MAX_LEN_B MAX_TOKENS; do
     value=${!knob:-1}
@@ -83,25 +72,12 @@ checkpoint_rule=${CHECKPOINT:-rouge-l}
 case "$checkpoint_rule" in rouge-l|loss|last) ;; *) fail "CHECKPOINT must be rouge-l, loss or last, got '$checkpoint_rule'";; esac
 choose_length ""  # UPDATES, MINUTES, or (neither) the recipe's updates
 choose_precision  # before anything is written: PRECISION=bf16 on a CPU without the units stops here
-if [ -e "$work" ] && [ -n "$(ls -A "$work" 2>/dev/null)" ]; then
-    fail "WORK_DIR $work exists and is not empty; choose a new directory (nothing was deleted)"
-fi
-mkdir -p "$work" && cd "$work"
-if [ "$length" = minutes ]; then
-    echo "budget: $minutes minutes of training on this CPU, a speed probe's included; precision: $precision ($precision_reason)"
-else
-    planned=${updates:-"the recipe's"}
-    echo "budget: $planned updates$length_note; precision: $precision ($precision_reason)"
-fi
+make_work_dir "$work" && cd "$work"
+say_budget
 echo "recipe: $arch, chosen from the corpus (recipe.py, printed before training; knobs override); writing to $work"
 
-recipe() {  # recipe STAGE options...: recipe.py's choices (name=value lines) into the shell's variables
-    local name value
-    python "$here/recipe.py" "$@" --max-tokens "$max_tokens" > recipe.out 2> recipe.log \
-        || fail "recipe.py failed: $(tail -n 1 recipe.log)"
-    while IFS='=' read -r name value; do
-        case "$name" in source_words|merges|max_summary_tokens|updates) printf -v "$name" '%d' "$value";; esac
-    done < recipe.out
+recipe() {  # recipe STAGE options...: recipe.py's choices into the shell's variables
+    read_recipe "$here/recipe.py" "source_words merges max_summary_tokens updates" "$@" --max-tokens "$max_tokens"
 }
 
 step "1/7 split by group (Debian: source package), tokenise (fairseq's --tokenizer moses), lower-case"

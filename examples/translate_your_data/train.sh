@@ -37,20 +37,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-venv=${VENV:-$repo/.venv}
-export PATH="$venv/bin:$PATH"
 moses="$repo/examples/bible_es_en/moses.py"
-start=$(date +%s)
-step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
-fail() { echo "translate_your_data: error: $*" >&2; exit 1; }
-# shellcheck source=../lib/jobs.sh
-source "$repo/examples/lib/jobs.sh"
-# shellcheck source=../lib/fairseq_logs.sh
-source "$repo/examples/lib/fairseq_logs.sh"
-# shellcheck source=../lib/precision.sh
-source "$repo/examples/lib/precision.sh"
-# shellcheck source=../lib/budget.sh
-source "$repo/examples/lib/budget.sh"
+# shellcheck source=../lib/example.sh
+source "$repo/examples/lib/example.sh" translate_your_data
 
 [ $# -eq 5 ] || fail "usage: train.sh SRC TGT TRAIN VALID TEST (prefixes of PREFIX.SRC / PREFIX.TGT raw text)"
 src=$1 tgt=$2
@@ -76,27 +65,16 @@ for split in train valid test; do
 done
 work=${WORK_DIR:-$here/runs/$(date +%Y%m%d-%H%M%S)}
 choose_precision  # before anything is written: PRECISION=bf16 on a CPU without the units stops here
-if [ -e "$work" ] && [ -n "$(ls -A "$work" 2>/dev/null)" ]; then
-    fail "WORK_DIR $work exists and is not empty; choose a new directory (nothing was deleted)"
-fi
-mkdir -p "$work"
+make_work_dir "$work"
 for split in train valid test; do  # absolute paths before leaving for the work directory
     prefix[$split]=$(cd "$(dirname "${prefix[$split]}")" && pwd)/$(basename "${prefix[$split]}")
 done
 cd "$work"
-if [ "$length" = minutes ]; then
-    echo "budget: $minutes minutes of training on this CPU, the speed probe's included; precision: $precision ($precision_reason)"
-else
-    echo "budget: $updates updates$length_note; precision: $precision ($precision_reason)"
-fi
+say_budget
 echo "recipe: chosen from the corpus and the $length (recipe.py, printed before training; knobs override); writing to $work"
 
-recipe() {  # recipe STAGE options...: recipe.py's choices (name=value lines) into the shell's variables
-    local name value
-    python "$here/recipe.py" "$@" > recipe.out 2> recipe.log || fail "recipe.py failed: $(tail -n 1 recipe.log)"
-    while IFS='=' read -r name value; do
-        case "$name" in merges|model|model_options|max_tokens|dropout|lr|expected_updates) printf -v "$name" '%s' "$value";; esac
-    done < recipe.out
+recipe() {  # recipe STAGE options...: recipe.py's choices into the shell's variables
+    read_recipe "$here/recipe.py" "merges model model_options max_tokens dropout lr expected_updates" "$@"
 }
 
 step "1/7 Moses tokenisation (fairseq's, as fairseq-interactive --tokenizer moses runs it)"
@@ -196,13 +174,7 @@ reached=$(updates_reached train.log)
 
 test_lines=$(wc -l < test.tok.$src)
 step "6/7 fairseq-generate --beam 5 on $test_lines test sentences, detokenise, sacreBLEU"
-fairseq-generate data-bin --user-dir "$repo/fconv_plugin" --path checkpoints/checkpoint_best.pt \
-    --gen-subset test --beam 5 --remove-bpe --max-tokens 6000 --required-batch-size-multiple 1 \
-    > generate.out 2> generate.log || { tail -n 20 generate.log; fail "fairseq-generate failed (log: $work/generate.log)"; }
-grep '^H-' generate.out | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > test.hyp.tok.$tgt
-[ "$(wc -l < test.hyp.tok.$tgt)" -eq "$test_lines" ] \
-    || fail "fairseq-generate translated $(wc -l < test.hyp.tok.$tgt) of $test_lines sentences (log: $work/generate.log)"
-python "$moses" detokenize "$tgt" < test.hyp.tok.$tgt > test.hyp.$tgt
+generate_test checkpoints/checkpoint_best.pt "$test_lines" "$tgt" python "$moses" detokenize "$tgt"
 # BLEU's tokenizer as the field reports the target language (13a; zh, ja-mecab, ko-mecab; char where a package is missing)
 IFS=$'\t' read -r bleu_tok bleu_tok_why < <(python "$repo/examples/lib/bleu_tokenizer.py" "$tgt")
 bleu=$(sacrebleu "${prefix[test]}.$tgt" -i test.hyp.$tgt -m bleu -tok "$bleu_tok" -b -w 2)

@@ -63,4 +63,4 @@ def test_every_example_waits_for_its_jobs_through_the_helper():
         assert re.search(r"^\s*wait\s*$", text, re.M) is None, script  # no bare wait left
         background = len(re.findall(r"&\s*$", text, re.M))
         assert background and background == text.count("\n        track "), script
-        assert 'source "$repo/examples/lib/jobs.sh"' in text and "wait_tracked" in text, script
+        assert 'source "$repo/examples/lib/example.sh"' in text and "wait_tracked" in text, script  # jobs.sh through it

@@ -33,7 +33,7 @@ def test_minutes_name_the_budget_and_end_with_the_updates_that_rerun_them(tmp_pa
     result = _run(tmp_path / "run", MINUTES="0.4", VALIDATIONS="2")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    assert lines[0].startswith(f"budget: 0.4 minutes of training on this CPU, a speed probe's included; precision: {chosen} (")
+    assert lines[0].startswith(f"budget: 0.4 minutes of training on this CPU, the speed probe's included; precision: {chosen} (")
     assert lines[1].startswith("recipe: fconv_iwslt_de_en, adam: Adam, lr 0.003 warmed up over the first sixth")
     assert any(re.fullmatch(r"  the speed probe: [\d.]+ s per update here, in [\d.]+ s; [\d.]+ minutes left buy ~\d+ updates",
                             line) for line in lines)

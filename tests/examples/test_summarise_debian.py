@@ -131,7 +131,7 @@ def test_minutes_name_the_budget_and_end_with_the_updates_that_rerun_them(tiny_c
     result = subprocess.run(["bash", EXAMPLE / "summarise.sh"], env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    assert re.match(r"budget: 0.4 minutes of training on this CPU, a speed probe's included; precision: (fp32|bf16) \(", lines[0])
+    assert re.match(r"budget: 0.4 minutes of training on this CPU, the speed probe's included; precision: (fp32|bf16) \(", lines[0])
     assert lines[1].startswith("recipe: fconv_gigaword_copy, chosen from the corpus (recipe.py")
     progress = [line for line in lines if "num_updates=" in line]
     assert progress and all(re.search(r"spent_min=[\d.]+, left_min=[\d.]+", line) for line in progress)
