@@ -113,7 +113,7 @@ def parse_translate_request(request: dict, served: ServedModels, limits: Limits)
         if type(flags[flag]) is not bool:
             raise BadRequest(422, f'"{flag}" must be true or false, got {json.dumps(flags[flag])}')
     as_document = flags.pop("document")
-    options = TranslationOptions.asked(translator.defaults, beam=beam, **flags)
+    options = TranslationOptions.asked(translator.defaults, beam=beam, nbest=1, **flags)  # one answer a text
     texts = [request_text(translator, text.strip(), f"sentence {number}" if len(lines) > 1 else "the sentence",
                           as_document) for number, text in enumerate(lines, start=1)]
     return translation_request(model, texts, options)

@@ -113,7 +113,7 @@ class TranslationService:
         texts = await run_in_threadpool(
             lambda: [request_text(translator, text, f"text {n}", as_document=True)
                      for n, text in enumerate(document.texts, start=1)])
-        request = translation_request(model, texts, TranslationOptions(translator.defaults))
+        request = translation_request(model, texts, TranslationOptions.asked(translator.defaults, nbest=1))
         translations = await self.translated(request.job) if request.job.sentences else []
         texts = [text.document.assemble(mine).text for text, mine in text_translations(request, translations)]
         data = await run_in_threadpool(document.rebuild, texts)
