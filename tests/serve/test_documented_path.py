@@ -93,14 +93,17 @@ def traced_app(trained_model):
     threading.setprofile(recorder.profile)
     sys.setprofile(recorder.profile)
     try:
-        args = serve_main.read_options([str(data_bin), "--path", str(save_dir / "checkpoint_best.pt"), "--beam", "2"])
+        args = serve_main.read_options([str(data_bin), "--path", str(save_dir / "checkpoint_best.pt"), "--beam", "2",
+                                     "--timeout", "300"])  # the profile hook slows every call
         cfg, limits, checkpoints, api_keys = serve_main.configuration(args)
         batcher, translators = serve_main.started_batcher(args, cfg, checkpoints)
         app = create_app(translators, args.name, batcher, limits, api_keys, args.cors_origin)
         batcher.observers.append(recorder.round_observed)  # after the app's own (the metrics')
         with TestClient(app) as client:
-            for body in (NATIVE, LIBRETRANSLATE):  # what the first request builds, built
+            for body in (NATIVE, LIBRETRANSLATE):  # what the first request builds, built, its round over
+                recorder.round_done.clear()
                 assert client.post("/translate", json=body).status_code == 200
+                assert recorder.round_done.wait(60)
             yield client, recorder
     finally:
         sys.setprofile(None)
