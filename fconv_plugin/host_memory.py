@@ -11,7 +11,8 @@ fairseq-train end to end both ways.
 
 ``keep_freed_memory()`` raises glibc's two thresholds (``mallopt``: M_MMAP_THRESHOLD and
 M_TRIM_THRESHOLD, to ``REUSED_UP_TO`` bytes), so that allocations up to that size come from
-malloc's heap and what a step frees stays there for the next one. The price is memory: the
+malloc's heap and what a step frees stays there for the next one (once the heap has grown to
+hold it beside the small allocations between steps: two or three steps). The price is memory: the
 process keeps what it freed, so its resident size stays near its peak and grows by what the
 heap's reuse cannot fit (measured in the same benchmark), until ``return_freed_memory()`` hands
 the free pages back as the next epoch begins. A training process wants that; a

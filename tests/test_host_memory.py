@@ -19,13 +19,15 @@ from tests.tasks import PLUGIN_DIR, SMALL_MODEL, run_tool
 KEPT = "freed memory is kept for reuse by tensors up to 1024 MB (glibc mallopt; FCONV_ALLOCATOR=system turns this off)"
 NOT_GLIBC = "the C library is not glibc: large tensors get new pages at every step (nothing set)"
 PAGES = (64 << 20) // os.sysconf("SC_PAGE_SIZE")  # of one 64 MB tensor
+STEPS = 8
+GROWN_BY = 4  # steps: the heap has grown to hold the tensor by then
 
-FAULTS = """
+FAULTS = f"""
 import json, resource, torch
 from fconv_plugin import host_memory
 said = host_memory.keep_freed_memory()
 faults = []
-for _ in range(4):  # as four training steps: a large tensor made, filled, freed
+for _ in range({STEPS}):  # as training steps: a large tensor made, filled, freed
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     tensor = torch.empty(16 << 20)  # 64 MB of float32
     tensor.fill_(1.0)
@@ -57,10 +59,16 @@ def test_a_large_tensor_made_again_reuses_the_pages_freed_before():
     assert said == KEPT
     said_system, system = _faults(FCONV_ALLOCATOR="system")
     assert said_system.startswith("FCONV_ALLOCATOR=system: malloc as the C library sets it")
-    assert kept[0] > max(kept[2:])  # the first time, the heap grows: its pages fault in once (4 KB or huge ones)
-    assert max(kept[2:]) < PAGES * 0.05  # once the heap has grown (a step or two), the freed pages are the next tensor's
+    # The heap grows the first time, and again while the small allocations made between steps take
+    # part of a freed tensor's hole (a 64-byte-aligned 64 MB request then no longer fits it): in 130
+    # runs of 12 steps (100 idle, 30 beside a CPU-bound process a core) it grew twice (81) or three
+    # times (49), the last time at the second to the fourth step (2026-12-02, 2-core AMD EPYC, glibc
+    # 2.36; the old bound, grown by the second step, failed 6 of 20 runs); once grown, a step's tensor gets
+    # the pages a step before it freed
+    assert kept[0] >= PAGES * 0.05, kept  # the first time: its pages fault in once (4 KB or huge ones)
+    assert max(kept[GROWN_BY:]) < PAGES * 0.05, kept
     # without it, glibc maps and unmaps 64 MB (above its 32 MB ceiling) every time (fewer faults only with huge pages)
-    assert min(system[2:]) >= PAGES * 0.9 or min(system[2:]) > 20 * max(max(kept[2:]), 1)
+    assert min(system[GROWN_BY:]) >= PAGES * 0.9 or min(system[GROWN_BY:]) > 20 * max(max(kept[GROWN_BY:]), 1), system
 
 
 RESIDENT = """
