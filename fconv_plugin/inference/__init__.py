@@ -24,10 +24,11 @@ export's checks). It imports neither the faces nor the host fixes (``compat``).
 from .documents import SplitDocument, split_document, split_long_sentence, split_sentences, translate_document
 from .results import DocumentTranslation, Hypothesis, LayerAttention, Translation
 from .options import GenerationOptions, TranslationOptions
-from .text_codec import load_unk_dictionary, source_token_count, unk_replaced_text
+from .text_codec import CheckedSentence, load_unk_dictionary, source_token_count, unk_replaced_text
 from .translator import Translator
 
 __all__ = [
+    "CheckedSentence",
     "DocumentTranslation",
     "GenerationOptions",
     "Hypothesis",

@@ -65,7 +65,10 @@ class Job:
 
     def parts(self, size: int) -> List["Job"]:
         """The job as consecutive jobs of at most ``size`` sentences each, with its options
-        (a long document queued a part at a time); the job itself where it fits."""
+        (a long document queued a part at a time); the job itself where it fits; none where it
+        has no sentence (a LibreTranslate html text of markup only: nothing to queue)."""
+        if not self.sentences:
+            return []
         if len(self.sentences) <= size:
             return [self]
         return [Job(self.model, self.sentences[start: start + size], self.options)

@@ -170,7 +170,8 @@ def parse_libretranslate_request(fields: dict, served: ServedModels, limits: Lim
     for number, text in enumerate(texts, start=1):
         where = f"text {number}" if len(texts) > 1 else "the text"
         parts = [part for translate, part in pieces[number - 1] if translate] if pieces and text.strip() else [text]
-        request_texts += [request_text(translator, part.strip(), where, True, empty=EMPTY) for part in parts]
+        empty = EMPTY if len(texts) == 1 else f"{EMPTY} (text {number})"
+        request_texts += [request_text(translator, part.strip(), where, True, empty=empty) for part in parts]
     options = TranslationOptions.asked(translator.defaults, nbest=alternatives + 1)
     return translation_request(model, request_texts, options), AnswerForm(as_list, pieces, detected, alternatives)
 

@@ -53,6 +53,10 @@ def test_a_checked_sentence_holds_what_the_model_reads_and_an_empty_text_is_neve
     with pytest.raises(EmptySentence, match="^sentence 2 is empty$"):
         checked_sentence(" \t", encode, 6, "sentence 2")
     assert encoded_texts == ["A B"]
+    # a line without a word is passed through, never decoded: it is held to no length
+    assert checked_sentence("1 2 3 4 5 6 7 :)", encode, 6) == CheckedSentence("1 2 3 4 5 6 7 :)", "1 2 3 4 5 6 7 :)", 9)
+    with pytest.raises(TooLong):
+        checked_sentence("1 2 3 4 5 6 a", encode, 6)
 
 
 def test_a_document_is_checked_piece_by_piece():

@@ -233,6 +233,8 @@ def test_lines_with_nothing_to_translate_pass_through_in_calls_and_documents(tra
     assert [r.text for r in results[1:5]] == lines[1:5]
     assert all(r.best.score == 0.0 and r.best.alignment == [] for r in results[1:5])
     assert translator.translate(["🙏", "!!"])[1].text == "!!"  # no word anywhere: no generation at all
+    numbers = " ".join(str(n) for n in range(translator.source_limit + 5))  # longer than the model reads: not read
+    assert translator.translate(["s1", numbers])[1].text == numbers
     document = translator.translate_document("s1 s2 s3\n🙏\n\n3:16")
     assert document.text.split("\n")[1:] == ["🙏", "", "3:16"]
 

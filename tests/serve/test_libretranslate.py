@@ -57,6 +57,14 @@ def test_json_lists_auto_detection_html_and_libretranslates_error_shapes(served)
                            "application/json")
     assert status == 200
     assert answer["translatedText"] == f'<p class="a">{expected[0]}</p><script>x = "{lines[1]}";</script><ul><li>{expected[2]}</li></ul>'
+    # markup with no text in it comes back as it went, at once (no round waits for it)
+    markup = ['<br/><img src="x.png">', f"<b>{lines[0]}</b>"]
+    status, answer = _post(server.url, json.dumps({"q": markup, "source": "src", "target": "tgt", "format": "html"}).encode(),
+                           "application/json")
+    assert status == 200 and answer == {"translatedText": [markup[0], f"<b>{expected[0]}</b>"]}
+    status, answer = _post(server.url, json.dumps({"q": ["s1", ""], "source": "src", "target": "tgt"}).encode(),
+                           "application/json")
+    assert status == 400 and answer == {"error": "Invalid request: q holds an empty text (text 2)"}
     for fields, message in [({"q": "s1", "source": "src"}, "missing target parameter"),
                             ({"q": "s1", "source": "src", "target": "fr"}, "src to fr is not available"),
                             ({"q": "", "source": "src", "target": "tgt"}, "empty text"),
