@@ -98,7 +98,7 @@ fairseq-preprocess --source-lang es --target-lang en --trainpref train.bpe --val
     || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed (log: $work/preprocess.log)"; }
 preprocess_summary preprocess.log
 
-model=(--arch fconv_iwslt_de_en --max-tokens 3000)
+model=(--arch fconv_iwslt_de_en --max-tokens 3000 --required-batch-size-multiple 1)
 if [ "$length" = minutes ]; then
     probe_speed data-bin fconv_iwslt_de_en "$(printf '%q ' "${model[@]}" "${optimiser[@]}" "${train_precision[@]}")" > probe.tsv
     training_minutes
@@ -118,7 +118,7 @@ fi
 step "5/8 fairseq-train --user-dir fconv_plugin --arch fconv_iwslt_de_en: $plan, recipe $recipe, $precision
     (progress every $log_every updates, validation BLEU every $validate_every)"
 fairseq-train data-bin --user-dir "$repo/fconv_plugin" "${model[@]}" "${optimiser[@]}" "${length_args[@]}" "${train_precision[@]}" \
-    --seed "$seed" --required-batch-size-multiple 1 \
+    --seed "$seed" \
     --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" --keep-interval-updates 1 \
     --no-epoch-checkpoints --save-dir checkpoints \
     --eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}' \

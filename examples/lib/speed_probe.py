@@ -3,12 +3,16 @@
     python speed_probe.py DATA_BIN --candidate NAME "FAIRSEQ-TRAIN OPTIONS" [--candidate ...] [--updates 4]
 
 Each candidate is the model, batch and precision options of the fairseq-train command the
-example will run. In one process (fairseq and the plugin imported once) each candidate's
-model is built by fairseq's own task and trained by fairseq's own ``Trainer`` (the plugin's
-host fixes installed, so ``--cpu --bf16`` trains in mixed precision as it will), one
-update to warm up and ``--updates`` timed, on batches of the training data. Prints one
-line per candidate, ``NAME <TAB> seconds per update <TAB> parameters``, and on stderr the
-probe's own time. The examples take the time a budget buys from it, before training.
+example will run (``--required-batch-size-multiple`` too: it decides the batches). In one
+process (fairseq and the plugin imported once) each candidate's model is built by fairseq's
+own task and trained by fairseq's own ``Trainer`` (the plugin's host fixes installed, so
+``--cpu --bf16`` trains in mixed precision as it will) on batches of the training data:
+``WARMUP`` updates while the heap grows to hold the step's large tensors (their first steps
+fault new pages in: tests/test_host_memory.py), then ``--updates`` timed. An update's time
+follows its batch's padded tokens (source and target), and a few batches are not the epoch's
+mix, so the time per padded token is scaled to the epoch's mean batch. Prints one line per
+candidate, ``NAME <TAB> seconds per update <TAB> parameters``, and on stderr the probe's own
+time. The examples take the time a budget buys from it, before training.
 """
 
 import argparse
@@ -28,6 +32,13 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
 from fairseq.trainer import Trainer  # noqa: E402
 
 PLUGIN = str(Path(__file__).resolve().parents[2] / "fconv_plugin")
+WARMUP = 2  # updates untimed: the first call's allocations, and the heap growing to the batches' tensors
+
+
+def padded_tokens(dataset, indices) -> int:
+    """The source and target tokens of one batch of ``indices`` as collated: each side padded
+    to its longest sentence."""
+    return len(indices) * (int(dataset.src_sizes[indices].max()) + int(dataset.tgt_sizes[indices].max()))
 
 
 def seconds_per_update(data_bin: str, train_options: str, updates: int) -> tuple:
@@ -44,25 +55,32 @@ def seconds_per_update(data_bin: str, train_options: str, updates: int) -> tuple
     task.load_dataset(cfg.dataset.train_subset, combine=False, epoch=1)
     model, criterion = task.build_model(cfg.model), task.build_criterion(cfg.criterion)
     trainer = Trainer(cfg, task, model, criterion)
-    batches = task.get_batch_iterator(
+    iterator = task.get_batch_iterator(
         dataset=task.dataset(cfg.dataset.train_subset), max_tokens=cfg.dataset.max_tokens,
         max_sentences=cfg.dataset.batch_size, max_positions=(1024, 1024), ignore_invalid_inputs=True,
         required_batch_size_multiple=cfg.dataset.required_batch_size_multiple, seed=1,
-    ).next_epoch_itr(shuffle=True)
-    samples = [next(batches) for _ in range(updates + 1)]
-    trainer.train_step([samples[0]])  # warm-up: first-call allocations
-    started = time.perf_counter()
-    for sample in samples[1:]:
+    )
+    dataset = task.dataset(cfg.dataset.train_subset)
+    epoch_mean = sum(padded_tokens(dataset, b) for b in iterator.frozen_batches) / len(iterator.frozen_batches)
+    batches = iterator.next_epoch_itr(shuffle=True)
+    samples = [next(batches) for _ in range(min(WARMUP + updates, len(iterator.frozen_batches)))]
+    for sample in samples[:WARMUP]:
         trainer.train_step([sample])
+    timed = samples[WARMUP:] or samples[-1:]
+    started = time.perf_counter()
+    for sample in timed:
+        trainer.train_step([sample])
+    seconds = time.perf_counter() - started
+    tokens = sum(sample["net_input"]["src_tokens"].numel() + sample["target"].numel() for sample in timed)
     parameters = sum(p.numel() for p in model.parameters())
-    return (time.perf_counter() - started) / updates, parameters
+    return seconds / tokens * epoch_mean, parameters
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data_bin")
     parser.add_argument("--candidate", nargs=2, action="append", metavar=("NAME", "OPTIONS"), required=True)
-    parser.add_argument("--updates", type=int, default=3)
+    parser.add_argument("--updates", type=int, default=4)
     args = parser.parse_args(argv)
     started = time.perf_counter()
     torch.manual_seed(1)

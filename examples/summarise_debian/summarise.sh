@@ -104,7 +104,7 @@ objective=(--optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.1 --lr "$lr
            --criterion label_smoothed_cross_entropy --label-smoothing "$smoothing" --dropout "$dropout")
 if [ "$length" = minutes ]; then
     probe_speed data-bin "$arch" "$(printf '%q ' --arch "$arch" "${arch_args[@]}" "${objective[@]}" --max-tokens "$max_tokens" \
-        "${train_precision[@]}")" > probe.tsv
+        --required-batch-size-multiple 1 "${train_precision[@]}")" > probe.tsv
     training_minutes
     updates=$(updates_that_fit "$train_minutes" "$(cut -f2 probe.tsv)")
     python -c "import json, sys

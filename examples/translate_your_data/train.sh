@@ -111,7 +111,7 @@ model_knob=${MODEL:-${ARCH:-}}  # ARCH: any architecture, given; MODEL: one of t
 knobs=(${model_knob:+--model "$model_knob"} ${MAX_TOKENS:+--max-tokens "$MAX_TOKENS"} ${DROPOUT:+--dropout "$DROPOUT"} ${LR:+--lr "$LR"})
 if [ "$length" = minutes ]; then
     step "4/7 the speed probe: seconds per update of each candidate model on this data, $precision"
-    shared=$(printf '%q ' "${objective[@]}" --max-tokens "${MAX_TOKENS:-3000}" --lr 0.003 "${train_precision[@]}")
+    shared=$(printf '%q ' "${objective[@]}" --max-tokens "${MAX_TOKENS:-3000}" --required-batch-size-multiple 1 --lr 0.003 "${train_precision[@]}")
     : > probe.tsv
     probe_seconds_total=0
     while true; do  # the two narrowest candidates, then a wider one while the minutes could pay for it
