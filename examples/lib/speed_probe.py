@@ -61,6 +61,8 @@ def seconds_per_update(data_bin: str, train_options: str, updates: int) -> tuple
         required_batch_size_multiple=cfg.dataset.required_batch_size_multiple, seed=1,
     )
     dataset = task.dataset(cfg.dataset.train_subset)
+    if not iterator.frozen_batches:
+        sys.exit(f"speed probe: {data_bin} has no training batch within the model's positions; check --max-tokens")
     epoch_mean = sum(padded_tokens(dataset, b) for b in iterator.frozen_batches) / len(iterator.frozen_batches)
     batches = iterator.next_epoch_itr(shuffle=True)
     samples = [next(batches) for _ in range(min(WARMUP + updates, len(iterator.frozen_batches)))]

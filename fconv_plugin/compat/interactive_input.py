@@ -74,11 +74,12 @@ def buffered_read(input, buffer_size):
 
 def _problem(line: str, encode_fn, limit, skip_too_long: bool, number: int):
     """Why ``line`` is skipped (None: it is translated), from the inference core's one check
-    (``checked_sentence``), worded as fairseq-interactive's notes."""
+    (``checked_sentence``), worded as fairseq-interactive's notes. fairseq's generator decodes
+    every line, one without a word too, so each is held to the model's length."""
     if getattr(line, "problem", None) is not None:
         return line.problem
     try:
-        checked_sentence(line, encode_fn, limit, f"input line {number}")
+        checked_sentence(line, encode_fn, limit, f"input line {number}", passes_through=False)
     except EmptySentence:
         return "is empty"
     except TooLong as error:

@@ -125,16 +125,17 @@ class CheckedSentence:
 
 
 def checked_sentence(text: str, encode: Callable[[str], str], limit: int, where: str = "the sentence",
-                     word: bool = False) -> CheckedSentence:
+                     word: bool = False, passes_through: bool = True) -> CheckedSentence:
     """The core's one check of a sentence: ``text`` encoded (``encode``: tokenizer, then BPE)
     and held to ``check_sentence``. An empty text (nothing but spaces) is refused on every
     face: ``EmptySentence``, worded by each edge (422 native, 400 LibreTranslate's, a skipped
     line in fairseq-interactive, the error itself in the Python API). A text without a word
-    (``nothing_to_translate``) is never decoded, so it is held to no length: it passes through."""
+    (``nothing_to_translate``) is never decoded by the core, so it is held to no length: it
+    passes through (``passes_through=False``: a caller that decodes it, fairseq-interactive)."""
     if not text.strip():
         raise EmptySentence(where)
     encoded = encode(text)
-    if nothing_to_translate(text):
+    if passes_through and nothing_to_translate(text):
         return CheckedSentence(text, encoded, source_token_count(encoded))
     return CheckedSentence(text, encoded, check_sentence(encoded, limit, where, word))
 

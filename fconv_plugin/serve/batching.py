@@ -148,7 +148,11 @@ class DynamicBatcher:
         return self._loaded.is_set() and self._load_error is None and self._worker.is_alive() and not self._stopping
 
     def submit(self, job: Job) -> Future:
-        """Queue ``job``; ``QueueFull`` at once if its sentences do not fit in the queue."""
+        """Queue ``job``; ``QueueFull`` at once if its sentences do not fit in the queue. A job
+        without a sentence is answered at once (no round would take it)."""
+        if not job.sentences:
+            job.result.set_result([])
+            return job.result
         with self._condition:
             if self._stopping:
                 raise ShuttingDown("the server is shutting down; send the request to another replica or try again")

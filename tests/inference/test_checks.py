@@ -107,3 +107,5 @@ def test_fairseq_interactive_notes_or_stops_in_one_line():
     assert _problem("a b c d e f g", encode, 6, True, 4) == "has 8 tokens, more than the model reads (6, --max-source-positions)"
     with pytest.raises(FConvError, match=r"^input line 4 has 8 tokens but the model reads at most 6 \(--max-source-positions\)"):
         _problem("a b c d e f g", encode, 6, False, 4)
+    # fairseq's generator decodes a line without a word too: it is held to the model's length
+    assert _problem("1 2 3 4 5 6 7", encode, 6, True, 4) == "has 8 tokens, more than the model reads (6, --max-source-positions)"

@@ -98,6 +98,18 @@ def test_a_round_makes_one_call_per_model_and_options_and_hands_the_options_valu
     assert translator.options[1] is narrow and translator.options[2] is aligned
 
 
+def test_a_job_without_a_sentence_is_answered_at_once_and_has_no_part_to_queue():
+    translator = HeldTranslator()
+    translator.release.clear()  # a round would wait: the answer must not
+    batcher = _batcher(translator)
+    empty = _job([])
+    assert empty.parts(4) == []
+    assert batcher.submit(empty).result(timeout=0) == []
+    assert (translator.calls, batcher.stats.queued_sentences) == ([], 0)
+    translator.release.set()
+    batcher.stop()
+
+
 def test_a_full_queue_refuses_at_once_with_a_wait_to_suggest():
     translator = HeldTranslator()
     translator.release.clear()

@@ -62,6 +62,9 @@ def test_json_lists_auto_detection_html_and_libretranslates_error_shapes(served)
     status, answer = _post(server.url, json.dumps({"q": markup, "source": "src", "target": "tgt", "format": "html"}).encode(),
                            "application/json")
     assert status == 200 and answer == {"translatedText": [markup[0], f"<b>{expected[0]}</b>"]}
+    status, answer = _post(server.url, json.dumps({"q": markup[0], "source": "src", "target": "tgt", "format": "html"}).encode(),
+                           "application/json")
+    assert status == 200 and answer == {"translatedText": markup[0]}  # a job with no sentence at all
     status, answer = _post(server.url, json.dumps({"q": ["s1", ""], "source": "src", "target": "tgt"}).encode(),
                            "application/json")
     assert status == 400 and answer == {"error": "Invalid request: q holds an empty text (text 2)"}
