@@ -183,7 +183,9 @@ def _hypothesis_answer(translation: Translation, alignment: bool, attention: boo
     answer = {"text": best.text, "score": best.score}
     if alignment:
         answer["alignment"] = [[s, t] for s, t in best.alignment]
-    if attention:
+    if attention and best.attention is None:  # a line without a word, passed through: nothing was decoded
+        answer["attention"] = None
+    elif attention:
         answer["attention"] = {
             "source": best.attention.source,
             "target": best.attention.target,

@@ -119,6 +119,9 @@ def test_models_health_and_attention_for_the_page(served):
     for layer in attention["layers"]:  # target x source, each row a distribution over the source
         assert len(layer) == len(attention["target"])
         assert all(len(row) == 4 and abs(sum(row) - 1) < 1e-3 for row in layer)
+    status, answer = server.translate(text=["s1 s2 s3", "🙏 3:16"], attention=True)  # the second is passed through
+    assert status == 200 and answer["translations"][0]["attention"] == attention
+    assert answer["translations"][1] == {"text": "🙏 3:16", "score": 0.0, "attention": None}
 
 
 BAD_REQUESTS = [

@@ -58,8 +58,9 @@ async function translate() {
       : `score ${sentences[0].score.toFixed(3)} (log2, as fairseq-interactive prints it)`;
     const first = sentences[0];
     const of = sentences.length > 1 ? `, sentence 1 of ${sentences.length}` : "";
-    document.getElementById("layers").replaceChildren(...first.attention.layers.map((weights, l) =>
-      heatMap(weights, first.attention.source, first.attention.target, `decoder layer ${l + 1}${of}`)));
+    const maps = first.attention ? first.attention.layers.map((weights, l) =>  // none: passed through, not decoded
+      heatMap(weights, first.attention.source, first.attention.target, `decoder layer ${l + 1}${of}`)) : [];
+    document.getElementById("layers").replaceChildren(...maps);
   } catch (e) {
     error.textContent = `The server did not answer: ${e}`;
   } finally {
