@@ -55,12 +55,12 @@ def seconds_per_update(data_bin: str, train_options: str, updates: int) -> tuple
     task.load_dataset(cfg.dataset.train_subset, combine=False, epoch=1)
     model, criterion = task.build_model(cfg.model), task.build_criterion(cfg.criterion)
     trainer = Trainer(cfg, task, model, criterion)
+    dataset = task.dataset(cfg.dataset.train_subset)
     iterator = task.get_batch_iterator(
-        dataset=task.dataset(cfg.dataset.train_subset), max_tokens=cfg.dataset.max_tokens,
+        dataset=dataset, max_tokens=cfg.dataset.max_tokens,
         max_sentences=cfg.dataset.batch_size, max_positions=(1024, 1024), ignore_invalid_inputs=True,
         required_batch_size_multiple=cfg.dataset.required_batch_size_multiple, seed=1,
     )
-    dataset = task.dataset(cfg.dataset.train_subset)
     if not iterator.frozen_batches:
         sys.exit(f"speed probe: {data_bin} has no training batch within the model's positions; check --max-tokens")
     epoch_mean = sum(padded_tokens(dataset, b) for b in iterator.frozen_batches) / len(iterator.frozen_batches)
@@ -73,7 +73,7 @@ def seconds_per_update(data_bin: str, train_options: str, updates: int) -> tuple
     for sample in timed:
         trainer.train_step([sample])
     seconds = time.perf_counter() - started
-    tokens = sum(sample["net_input"]["src_tokens"].numel() + sample["target"].numel() for sample in timed)
+    tokens = sum(padded_tokens(dataset, sample["id"].numpy()) for sample in timed)
     parameters = sum(p.numel() for p in model.parameters())
     return seconds / tokens * epoch_mean, parameters
 
