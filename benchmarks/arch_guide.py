@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 import torch
-from fairseq.sequence_generator import SequenceGenerator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_fconv as bench  # noqa: E402  (shares its model building and batches)
+import bench_fconv as bench  # noqa: E402  (shares its model building and batches; imports the plugin before fairseq)
 import harness  # noqa: E402
+from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
 from fconv_plugin.models import ARCHITECTURES  # noqa: E402
 

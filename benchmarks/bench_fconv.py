@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 
+import fconv_plugin  # noqa: E402,F401  (first: it imports fairseq without fairseq's DEBUG logging of every library)
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models import fconv as reference_fconv  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
