@@ -42,13 +42,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 
-import fconv_plugin  # noqa: E402,F401  (first: it imports fairseq without fairseq's DEBUG logging of every library)
+# the plugin first: it imports fairseq without fairseq's DEBUG logging of every library
+from fconv_plugin import backend, host_memory, precision  # noqa: E402
+from fconv_plugin.models import ARCHITECTURES, FConvModel  # noqa: E402
+
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models import fconv as reference_fconv  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
-
-from fconv_plugin import backend, host_memory, precision  # noqa: E402
-from fconv_plugin.models import ARCHITECTURES, FConvModel  # noqa: E402
 
 VOCAB = {"fconv_iwslt_de_en": 8000, "fconv_wmt_en_de": 40000}  # see the docstring
 DEFAULT_VOCAB = 8000
