@@ -36,12 +36,14 @@ def tiny_corpus(tmp_path_factory):
 
 
 # A model that learns beats the lead (the first sentence cut to the typical summary's length) on ROUGE-1 and
-# ROUGE-L. Measured at this size (the corpus's first 4,000 pairs, LEARNING below; the recipe's 128-wide model) on
-# 2026-11-29, 2-core AMD EPYC, bf16: ROUGE-1/2/L 30.14/12.45/27.91 against the lead's 25.65/12.98/24.60, and
-# with LR=0, which learns nothing, 5.73/0.17/5.02. ROUGE-2 is not asserted: at this size the model is still
-# 0.5 short of the lead there (at full size it leads by 10.7). About half of the smaller gap is asked for.
+# ROUGE-L. Measured at this size (the corpus's first 4,000 pairs, LEARNING below; the recipe's 128-wide model),
+# ROUGE-1/2/L against the lead's 25.65/12.98/24.60: 2026-12-03, 2-core AMD EPYC, AVX2 only, fp32, seeds 1, 2, 3:
+# 28.00/12.39/25.91, 30.13/13.03/27.03, 30.37/14.71/27.80; with LR=0, which learns nothing, 6.95/0.10/5.77;
+# 2026-11-29, Zen 5, bf16, seed 1: 30.14/12.45/27.91. ROUGE-2 is not asserted: at this size the model is about
+# level with the lead there (at full size it leads by 10.7). About half of the smallest gap (fp32, seed 1:
+# +2.35 and +1.31) is asked for; the seeds' spread (2.4 ROUGE-1) is larger than the margin, not learning is 19 below.
 LEARNING = {"UPDATES": "1000", "VALID": "60", "TEST": "150", "CURVE": "0"}
-ROUGE_1_OVER_LEAD, ROUGE_L_OVER_LEAD = 2.0, 1.5
+ROUGE_1_OVER_LEAD, ROUGE_L_OVER_LEAD = 1.0, 0.6
 
 
 @pytest.fixture(scope="module")
