@@ -99,11 +99,19 @@ fairseq-preprocess --source-lang es --target-lang en --trainpref train.bpe --val
 preprocess_summary preprocess.log
 
 model=(--arch fconv_iwslt_de_en --max-tokens 3000 --required-batch-size-multiple 1)
+# validation BLEU with greedy search, for the curve and checkpoint_best.pt
+validating=(--eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}' --eval-bleu-detok moses
+            --eval-bleu-remove-bpe --best-checkpoint-metric bleu --maximize-best-checkpoint-metric)
+# the validations inside a MINUTES budget: all but the one at the stop (EVALUATE=0 alone: only that one)
+pauses=$(( validations - 1 ))
+[ "$evaluate" = 0 ] && [ -z "${VALIDATIONS:-}" ] && pauses=0
 if [ "$length" = minutes ]; then
-    probe_speed data-bin fconv_iwslt_de_en "$(printf '%q ' "${model[@]}" "${optimiser[@]}" "${train_precision[@]}")" > probe.tsv
+    probe_speed data-bin fconv_iwslt_de_en "$(printf '%q ' "${model[@]}" "${optimiser[@]}" "${train_precision[@]}")" \
+        --validation "$(printf '%q ' "${validating[@]}")" > probe.tsv
     training_minutes
-    updates=$(updates_that_fit "$train_minutes" "$(cut -f2 probe.tsv)")
-    echo "  the speed probe: $(cut -f2 probe.tsv) s per update here, in ${probe_seconds} s; $train_minutes minutes left buy ~$updates updates"
+    updates=$(updates_that_fit "$train_minutes" "$(cut -f2 probe.tsv)" "$pauses" "$(cut -f4 probe.tsv)")
+    echo "  the speed probe: $(cut -f2 probe.tsv) s per update here and $(cut -f4 probe.tsv) s per validation and save, in" \
+        "${probe_seconds} s; $train_minutes minutes left buy ~$updates updates and $pauses validation(s) before the last"
 fi
 [ "$recipe" = adam ] && length_options 6 || length_args=()
 progress_interval
@@ -121,10 +129,7 @@ fairseq-train data-bin --user-dir "$repo/fconv_plugin" "${model[@]}" "${optimise
     --seed "$seed" \
     --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" --keep-interval-updates 1 \
     --no-epoch-checkpoints --save-dir checkpoints \
-    --eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}' \
-    --eval-bleu-detok moses --eval-bleu-remove-bpe \
-    --best-checkpoint-metric bleu --maximize-best-checkpoint-metric \
-    --validate-interval 1000 --log-format simple --log-interval "$log_every" 2>&1 | tee train.log | training_progress || true
+    "${validating[@]}" --validate-interval 1000 --log-format simple --log-interval "$log_every" 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
 reached=$(updates_reached train.log)
 trained="$reached updates"

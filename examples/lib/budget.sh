@@ -5,11 +5,13 @@
 #
 #     choose_length 600          # before anything is written: sets length (updates|minutes),
 #                                # updates, minutes and length_note; refuses bad values in one line
-#     probe_speed data-bin NAME "OPTIONS" [NAME "OPTIONS" ...] > probe.tsv
-#                                # speed_probe.py; sets probe_seconds
+#     probe_speed data-bin NAME "OPTIONS" [NAME "OPTIONS" ...] [--validation "OPTIONS"] > probe.tsv
+#                                # speed_probe.py (with the run's validation options: a pause timed too);
+#                                # sets probe_seconds
 #     training_minutes           # MINUTES less the probe's time: sets train_minutes
 #     length_options 6           # the fairseq-train options, warming up over 1/6: sets length_args
-#     updates_that_fit M S       # prints the updates M minutes buy at S s per update (the budget's own rule)
+#     updates_that_fit M S [P V] # prints the updates M minutes buy at S s per update, P pauses of V s inside
+#                                # them taken first (the budget's own rule)
 #     budget_outcome checkpoints [EXPECTED]
 #                                # prints what a MINUTES run reached, from the file fconv_plugin writes
 #                                # beside the checkpoints at the stop (time_budget.json), against EXPECTED
@@ -38,10 +40,14 @@ except FConvError as e:
     return 0
 }
 
-probe_speed() {  # probe_speed DATA_BIN NAME OPTIONS [NAME OPTIONS ...]: NAME <TAB> s/update <TAB> parameters
+probe_speed() {  # probe_speed DATA_BIN NAME OPTIONS [NAME OPTIONS ...] [--validation OPTIONS]:
+    # NAME <TAB> s/update <TAB> parameters [<TAB> s per validation and save]
     local data_bin=$1 started candidates=()
     shift
-    while [ $# -gt 0 ]; do candidates+=(--candidate "$1" "$2"); shift 2; done
+    while [ $# -gt 0 ]; do
+        if [ "$1" = --validation ]; then candidates+=(--validation "$2"); else candidates+=(--candidate "$1" "$2"); fi
+        shift 2
+    done
     started=$(date +%s.%N)
     python "$repo/examples/lib/speed_probe.py" "$data_bin" "${candidates[@]}" 2> speed_probe.log \
         || { tail -n 5 speed_probe.log >&2; fail "the speed probe failed (log: $(pwd)/speed_probe.log)"; }
@@ -65,10 +71,11 @@ length_options() {  # length_options N: fairseq-train's options for UPDATES or M
     fi
 }
 
-updates_that_fit() {  # updates_that_fit MINUTES SECONDS_PER_UPDATE: at least 1
+updates_that_fit() {  # updates_that_fit MINUTES SECONDS_PER_UPDATE [PAUSES SECONDS_PER_PAUSE]: at least 1
     python -c "import sys
 from fconv_plugin.optim.budget_plan import updates_that_fit
-print(max(1, updates_that_fit(float(sys.argv[1]) * 60, float(sys.argv[2]))))" "$1" "$2"
+print(max(1, updates_that_fit(float(sys.argv[1]) * 60, float(sys.argv[2]), pauses=int(sys.argv[3]),
+                              seconds_per_pause=float(sys.argv[4]))))" "$1" "$2" "${3:-0}" "${4:-0}"
 }
 
 budget_outcome() {  # budget_outcome SAVE_DIR [EXPECTED_UPDATES]: one line on what the budget reached

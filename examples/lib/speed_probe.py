@@ -1,6 +1,7 @@
 """How fast fairseq-train trains a model here: seconds per update, measured on the real data.
 
     python speed_probe.py DATA_BIN --candidate NAME "FAIRSEQ-TRAIN OPTIONS" [--candidate ...] [--updates 4]
+                          [--validation "VALIDATION OPTIONS"]
 
 Each candidate is the model, batch and precision options of the fairseq-train command the
 example will run (``--required-batch-size-multiple`` too: it decides the batches). In one
@@ -10,15 +11,22 @@ own task and trained by fairseq's own ``Trainer`` (the plugin's host fixes insta
 ``WARMUP`` updates while the heap grows to hold the step's large tensors (their first steps
 fault new pages in: tests/test_host_memory.py), then ``--updates`` timed. An update's time
 follows its batch's padded tokens (source and target), and a few batches are not the epoch's
-mix, so the time per padded token is scaled to the epoch's mean batch. Prints one line per
-candidate, ``NAME <TAB> seconds per update <TAB> parameters``, and on stderr the probe's own
-time. The examples take the time a budget buys from it, before training.
+mix, so the time per padded token is scaled to the epoch's mean batch. With ``--validation``
+(the run's own validation options: ``--eval-bleu`` and its arguments), each candidate also
+times one pause as fairseq-train takes it inside the budget: a pass over the validation set
+(fairseq's ``Trainer.valid_step``, with the task's BLEU generation) and a save (a checkpoint
+written, then copied twice: the interval, best and last files). Prints one line per
+candidate, ``NAME <TAB> seconds per update <TAB> parameters`` (``<TAB> seconds per pause``
+with ``--validation``), and on stderr the probe's own time. The examples take the updates a
+budget buys from it, before training.
 """
 
 import argparse
 import logging
 import shlex
+import shutil
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -41,15 +49,35 @@ def padded_tokens(dataset, indices) -> int:
     return len(indices) * (int(dataset.src_sizes[indices].max()) + int(dataset.tgt_sizes[indices].max()))
 
 
-def seconds_per_update(data_bin: str, train_options: str, updates: int) -> tuple:
+def seconds_per_pause(trainer, task, cfg) -> float:
+    """One validation and save as fairseq-train pauses for them: the first validation subset's
+    batches through ``Trainer.valid_step`` (the task's BLEU generation with ``--eval-bleu``), then
+    a checkpoint written and copied to the other two names fairseq keeps."""
+    subset = cfg.dataset.valid_subset.split(",")[0]
+    task.load_dataset(subset, combine=False, epoch=1)
+    started = time.perf_counter()
+    trainer.begin_valid_epoch(1)
+    for sample in trainer.get_valid_iterator(subset).next_epoch_itr(shuffle=False):
+        trainer.valid_step(sample)
+    with tempfile.TemporaryDirectory(prefix="speed-probe-") as directory:
+        first = Path(directory) / "checkpoint_1_1.pt"
+        trainer.consolidate_optimizer()  # as fairseq's checkpoint_utils.save_checkpoint does first
+        trainer.save_checkpoint(str(first), {"train_iterator": {"epoch": 1}, "val_loss": None})
+        for name in ("checkpoint_best.pt", "checkpoint_last.pt"):
+            shutil.copyfile(first, Path(directory) / name)
+    return time.perf_counter() - started
+
+
+def seconds_per_update(data_bin: str, train_options: str, updates: int, validation_options: str = None) -> tuple:
     import fconv_plugin.compat
     from fconv_plugin import host_memory
 
     fconv_plugin.compat.install()  # as --user-dir does in fairseq-train: --cpu --bf16 trains in mixed precision
     host_memory.keep_freed_memory()  # as fairseq-train does on the CPU (compat/cpu_training_memory)
     parser = options.get_training_parser()
+    validation = shlex.split(validation_options) if validation_options is not None else ["--disable-validation"]
     args = options.parse_args_and_arch(parser, [data_bin, "--user-dir", PLUGIN, *shlex.split(train_options),
-                                                "--no-save", "--disable-validation", "--seed", "1"])
+                                                "--no-save", *validation, "--seed", "1"])
     cfg = convert_namespace_to_omegaconf(args)
     task = tasks.setup_task(cfg.task)
     task.load_dataset(cfg.dataset.train_subset, combine=False, epoch=1)
@@ -75,7 +103,8 @@ def seconds_per_update(data_bin: str, train_options: str, updates: int) -> tuple
     seconds = time.perf_counter() - started
     tokens = sum(padded_tokens(dataset, sample["id"].numpy()) for sample in timed)
     parameters = sum(p.numel() for p in model.parameters())
-    return seconds / tokens * epoch_mean, parameters
+    pause = seconds_per_pause(trainer, task, cfg) if validation_options is not None else None
+    return seconds / tokens * epoch_mean, parameters, pause
 
 
 def main(argv=None) -> int:
@@ -83,12 +112,13 @@ def main(argv=None) -> int:
     parser.add_argument("data_bin")
     parser.add_argument("--candidate", nargs=2, action="append", metavar=("NAME", "OPTIONS"), required=True)
     parser.add_argument("--updates", type=int, default=4)
+    parser.add_argument("--validation", metavar="OPTIONS", help="the run's validation options: time one pause too")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     torch.manual_seed(1)
     for name, train_options in args.candidate:
-        seconds, parameters = seconds_per_update(args.data_bin, train_options, args.updates)
-        print(f"{name}\t{seconds:.4f}\t{parameters}", flush=True)
+        seconds, parameters, pause = seconds_per_update(args.data_bin, train_options, args.updates, args.validation)
+        print(f"{name}\t{seconds:.4f}\t{parameters}" + ("" if pause is None else f"\t{pause:.2f}"), flush=True)
     print(f"speed probe: {len(args.candidate)} candidate(s), {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return 0
 

@@ -74,7 +74,7 @@ def model_options(name: str) -> str:
 def read_probe(path: Path) -> Dict[str, Dict]:
     measured = {}
     for line in path.read_text(encoding="utf-8").splitlines():
-        name, seconds, parameters = line.split("\t")
+        name, seconds, parameters = line.split("\t")[:3]  # a fourth column: a pause's seconds
         measured[name] = {"seconds": float(seconds), "parameters": int(parameters)}
     return measured
 

@@ -71,9 +71,13 @@ def minutes_text(seconds: float) -> str:
     return f"{seconds / 60:.2f} min ({seconds:.1f} s)"
 
 
-def updates_that_fit(seconds_left: float, seconds_per_update: float, typical_interval: Optional[float] = None) -> int:
+def updates_that_fit(seconds_left: float, seconds_per_update: float, typical_interval: Optional[float] = None,
+                     pauses: int = 0, seconds_per_pause: float = 0.0) -> int:
     """How many updates ``seconds_left`` buys at ``seconds_per_update`` (pauses spread in); one more where the
-    pauses spread over the run are not all still to come and one typical update still fits."""
+    pauses spread over the run are not all still to come and one typical update still fits. Before a run
+    (the examples' speed probe), ``pauses`` validations of ``seconds_per_pause`` each still to come inside
+    the budget are taken from it first."""
+    seconds_left -= max(pauses, 0) * max(seconds_per_pause, 0.0)
     if seconds_left <= 0 or seconds_per_update <= 0:
         return 0
     fit = math.floor(seconds_left / seconds_per_update)

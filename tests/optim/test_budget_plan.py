@@ -250,6 +250,10 @@ def test_updates_that_fit():
     assert updates_that_fit(0.0, 1.0) == updates_that_fit(-5.0, 1.0) == 0
     assert updates_that_fit(1.2, 1.5) == 0
     assert updates_that_fit(1.2, 1.5, typical_interval=1.0) == 1  # the pauses spread in are not all to come
+    # pauses still to come (the examples' probe, before a run) are taken first: 290 s less 3 of 5 s, at 0.6 s
+    assert updates_that_fit(290.0, 0.6, pauses=3, seconds_per_pause=5.0) == 458  # 275 / 0.6 = 458.3
+    assert updates_that_fit(290.0, 0.6, pauses=0, seconds_per_pause=5.0) == 483
+    assert updates_that_fit(10.0, 1.0, pauses=2, seconds_per_pause=5.0) == 0
 
 
 def test_a_scheduler_that_fairseq_train_does_not_drive_is_refused():
