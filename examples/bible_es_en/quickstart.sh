@@ -50,6 +50,7 @@ case "$seed" in ''|*[!0-9]*) fail "SEED must be a whole number, got '$seed'";; e
 case "$evaluate" in 0|1) ;; *) fail "EVALUATE must be 0 or 1, got '$evaluate'";; esac
 validations=${VALIDATIONS:-4}
 case "$validations" in ''|*[!0-9]*|0) fail "VALIDATIONS must be a whole number above 0, got '$validations'";; esac
+validations=$(( 10#$validations ))  # VALIDATIONS=08 is eight
 case "$valid" in ''|*[!0-9]*|0) fail "VALID must be a whole number of verse pairs above 0, got '$valid'";; esac
 case "$test" in ''|*[!0-9]*|0) fail "TEST must be a whole number of verse pairs above 0, got '$test'";; esac
 case "$train" in '') ;; *[!0-9]*|0) fail "TRAIN must be a whole number of verse pairs above 0, got '$train'";; esac
@@ -106,12 +107,20 @@ validating=(--eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.2, "max_len
 pauses=$(( validations - 1 ))
 [ "$evaluate" = 0 ] && [ -z "${VALIDATIONS:-}" ] && pauses=0
 if [ "$length" = minutes ]; then
+    probing=()  # a validation inside the minutes is timed too
+    [ "$pauses" -gt 0 ] && probing=(--validation "$(printf '%q ' "${validating[@]}")")
     probe_speed data-bin fconv_iwslt_de_en "$(printf '%q ' "${model[@]}" "${optimiser[@]}" "${train_precision[@]}")" \
-        --validation "$(printf '%q ' "${validating[@]}")" > probe.tsv
+        "${probing[@]}" > probe.tsv
     training_minutes
     updates=$(updates_that_fit "$train_minutes" "$(cut -f2 probe.tsv)" "$pauses" "$(cut -f4 probe.tsv)")
-    echo "  the speed probe: $(cut -f2 probe.tsv) s per update here and $(cut -f4 probe.tsv) s per validation and save, in" \
-        "${probe_seconds} s; $train_minutes minutes left buy ~$updates updates and $pauses validation(s) before the last"
+    if [ "$pauses" -gt 0 ]; then
+        [ "$updates" -gt "$pauses" ] || fail "MINUTES=$minutes buys ~$updates update(s) here beside $pauses validation(s)" \
+            "of $(cut -f4 probe.tsv) s each; give more minutes or fewer VALIDATIONS"
+        echo "  the speed probe: $(cut -f2 probe.tsv) s per update here and $(cut -f4 probe.tsv) s per validation and save, in" \
+            "${probe_seconds} s; $train_minutes minutes left buy ~$updates updates and $pauses validation(s) before the last"
+    else
+        echo "  the speed probe: $(cut -f2 probe.tsv) s per update here, in ${probe_seconds} s; $train_minutes minutes left buy ~$updates updates"
+    fi
 fi
 [ "$recipe" = adam ] && length_options 6 || length_args=()
 progress_interval

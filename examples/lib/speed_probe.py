@@ -23,8 +23,8 @@ budget buys from it, before training.
 
 import argparse
 import logging
+import os
 import shlex
-import shutil
 import sys
 import tempfile
 import time
@@ -37,6 +37,7 @@ warnings.filterwarnings("ignore")  # hydra's and torch's deprecation notes, once
 import torch  # noqa: E402
 from fairseq import options, tasks  # noqa: E402
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
+from fairseq.file_io import PathManager  # noqa: E402
 from fairseq.trainer import Trainer  # noqa: E402
 
 PLUGIN = str(Path(__file__).resolve().parents[2] / "fconv_plugin")
@@ -59,13 +60,16 @@ def seconds_per_pause(trainer, task, cfg) -> float:
     trainer.begin_valid_epoch(1)
     for sample in trainer.get_valid_iterator(subset).next_epoch_itr(shuffle=False):
         trainer.valid_step(sample)
-    with tempfile.TemporaryDirectory(prefix="speed-probe-") as directory:
+    # beside the run's checkpoints (the same disk), copied as fairseq-train copies them (PathManager.copy: the
+    # plugin's atomic copy where --user-dir loaded it); the files' removal is not timed
+    with tempfile.TemporaryDirectory(prefix="speed-probe-", dir=os.getcwd()) as directory:
         first = Path(directory) / "checkpoint_1_1.pt"
         trainer.consolidate_optimizer()  # as fairseq's checkpoint_utils.save_checkpoint does first
         trainer.save_checkpoint(str(first), {"train_iterator": {"epoch": 1}, "val_loss": None})
         for name in ("checkpoint_best.pt", "checkpoint_last.pt"):
-            shutil.copyfile(first, Path(directory) / name)
-    return time.perf_counter() - started
+            PathManager.copy(str(first), str(Path(directory) / name), overwrite=True)
+        seconds = time.perf_counter() - started
+    return seconds
 
 
 def seconds_per_update(data_bin: str, train_options: str, updates: int, validation_options: str = None) -> tuple:

@@ -31,11 +31,11 @@ def _run(work, **knobs):
 
 def test_minutes_name_the_budget_and_end_with_the_updates_that_rerun_them(tmp_path):
     chosen = "bf16" if precision.bf16_units() else "fp32"
-    # 0.7 minutes: the probe (a few updates, one validation and its save) takes up to 21 s of them on a loaded 2-core machine
-    result = _run(tmp_path / "run", MINUTES="0.7", VALIDATIONS="2")
+    # 1.2 minutes: the probe (a few updates, one validation and its save) took 20 s beside one CPU-bound process, 55 s beside four, on 2 cores
+    result = _run(tmp_path / "run", MINUTES="1.2", VALIDATIONS="2")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    assert lines[0].startswith(f"budget: 0.7 minutes of training on this CPU, the speed probe's included; precision: {chosen} (")
+    assert lines[0].startswith(f"budget: 1.2 minutes of training on this CPU, the speed probe's included; precision: {chosen} (")
     assert lines[1].startswith("recipe: fconv_iwslt_de_en, adam: Adam, lr 0.003 warmed up over the first sixth")
     probed = [re.fullmatch(r"  the speed probe: ([\d.]+) s per update here and ([\d.]+) s per validation and save, in "
                            r"[\d.]+ s; ([\d.]+) minutes left buy ~(\d+) updates and 1 validation\(s\) before the last", line)
@@ -72,3 +72,12 @@ def test_nonsense_minutes_are_refused_in_one_line_before_anything_is_written(tmp
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.strip() == f"quickstart: error: {message}"
     assert not (tmp_path / "run").exists()
+
+
+def test_minutes_that_the_validations_use_up_are_refused_in_one_line(tmp_path):
+    # 99 validations inside 1.2 minutes: at the probe's seconds each (3 s or more here) they leave fewer updates than them
+    result = _run(tmp_path / "run", MINUTES="1.2", VALIDATIONS="100", TRAIN="300")
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert re.fullmatch(r"quickstart: error: MINUTES=1\.2 buys ~\d+ update\(s\) here beside 99 validation\(s\) of [\d.]+ s "
+                        r"each; give more minutes or fewer VALIDATIONS", result.stderr.strip().splitlines()[-1]), result.stderr
+    assert not (tmp_path / "run" / "checkpoints").exists()  # refused before fairseq-train
