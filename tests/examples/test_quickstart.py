@@ -31,7 +31,8 @@ def _run(work, **knobs):
 
 def test_minutes_name_the_budget_and_end_with_the_updates_that_rerun_them(tmp_path):
     chosen = "bf16" if precision.bf16_units() else "fp32"
-    # 1.2 minutes: the probe (a few updates, one validation and its save) took 20 s beside one CPU-bound process, 55 s beside four, on 2 cores
+    # 1.2 minutes: the probe (a few updates, one validation and its save) took 20 s of them beside one CPU-bound
+    # process, 55 s beside four, on 2 cores
     result = _run(tmp_path / "run", MINUTES="1.2", VALIDATIONS="2")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     lines = result.stdout.splitlines()
