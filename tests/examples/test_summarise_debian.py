@@ -44,6 +44,9 @@ def tiny_corpus(tmp_path_factory):
 # +2.35 and +1.31) is asked for; the seeds' spread (2.4 ROUGE-1) is larger than the margin, not learning is 19 below.
 LEARNING = {"UPDATES": "1000", "VALID": "60", "TEST": "150", "CURVE": "0"}
 ROUGE_1_OVER_LEAD, ROUGE_L_OVER_LEAD = 1.0, 0.6
+# A guard against a hang, not a verdict on speed: on 2026-12-03's 2-core AMD EPYC (fp32) this run took 786 s beside
+# two CPU-bound processes, and passed 900 s with the suite's other worker beside them too.
+LEARNING_HANG_GUARD_S = 2400
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +57,8 @@ def learning_corpus(tmp_path_factory):
 def _summarise(corpus, work, **knobs):
     env = {"PATH": f"{warm_commands.bin_dir()}:/usr/bin:/bin", "CORPUS": str(corpus), "WORK_DIR": str(work),
            "VENV": str(warm_commands.venv_dir()), **knobs}
-    result = subprocess.run(["bash", EXAMPLE / "summarise.sh"], env=env, capture_output=True, text=True, timeout=900)
+    result = subprocess.run(["bash", EXAMPLE / "summarise.sh"], env=env, capture_output=True, text=True,
+                            timeout=LEARNING_HANG_GUARD_S)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     match = re.search(r"ROUGE-1/2/L F1 ([\d.]+)/([\d.]+)/([\d.]+) vs lead ([\d.]+)/([\d.]+)/([\d.]+)$", result.stdout.strip())
     assert match, result.stdout[-500:]
