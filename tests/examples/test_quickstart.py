@@ -67,6 +67,8 @@ def test_minutes_name_the_budget_and_end_with_the_updates_that_rerun_them(tmp_pa
     ({"MINUTES": "0"}, "MINUTES must be a number of minutes above 0 (e.g. 30 or 2.5), got '0'"),
     ({"MINUTES": "5", "RECIPE": "nag"}, "MINUTES needs RECIPE=adam (RECIPE=nag shrinks its learning rate on plateaus, "
                                         "not by the clock)"),
+    ({"VALIDATIONS": "00"}, "VALIDATIONS must be a whole number from 1 to 999999, got '00'"),
+    ({"VALIDATIONS": "1234567"}, "VALIDATIONS must be a whole number from 1 to 999999, got '1234567'"),
 ])
 def test_nonsense_minutes_are_refused_in_one_line_before_anything_is_written(tmp_path, knobs, message):
     result = _run(tmp_path / "run", **knobs)
@@ -76,9 +78,9 @@ def test_nonsense_minutes_are_refused_in_one_line_before_anything_is_written(tmp
 
 
 def test_minutes_that_the_validations_use_up_are_refused_in_one_line(tmp_path):
-    # 99 validations inside 1.2 minutes: at the probe's seconds each (3 s or more here) they leave fewer updates than them
-    result = _run(tmp_path / "run", MINUTES="1.2", VALIDATIONS="100", TRAIN="300")
+    # 99,999 validations inside 1.2 minutes leave fewer updates than them on any CPU (a pause of 1 ms would)
+    result = _run(tmp_path / "run", MINUTES="1.2", VALIDATIONS="100000", TRAIN="300")
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
-    assert re.fullmatch(r"quickstart: error: MINUTES=1\.2 buys ~\d+ update\(s\) here beside 99 validation\(s\) of [\d.]+ s "
+    assert re.fullmatch(r"quickstart: error: MINUTES=1\.2 buys ~\d+ update\(s\) here beside 99999 validation\(s\) of [\d.]+ s "
                         r"each; give more minutes or fewer VALIDATIONS", result.stderr.strip().splitlines()[-1]), result.stderr
     assert not (tmp_path / "run" / "checkpoints").exists()  # refused before fairseq-train
