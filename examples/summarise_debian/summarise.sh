@@ -104,13 +104,14 @@ objective=(--optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.1 --lr "$lr
            --criterion label_smoothed_cross_entropy --label-smoothing "$smoothing" --dropout "$dropout")
 if [ "$length" = minutes ]; then
     probe_speed data-bin "$arch" "$(printf '%q ' --arch "$arch" "${arch_args[@]}" "${objective[@]}" --max-tokens "$max_tokens" \
-        --required-batch-size-multiple 1 "${train_precision[@]}")" > probe.tsv
+        --required-batch-size-multiple 1 "${train_precision[@]}")" --validation "" > probe.tsv  # loss-only validations
     training_minutes
-    updates=$(updates_that_fit "$train_minutes" "$(cut -f2 probe.tsv)")
+    # the 3 validations and saves inside the budget (every quarter of the updates; the 4th is at the stop)
+    updates=$(updates_that_fit "$train_minutes" "$(cut -f2 probe.tsv)" 3 "$(cut -f4 probe.tsv)")
     python -c "import json, sys
 r = json.load(open('recipe.json'))
-r['updates'] = {'value': int(sys.argv[1]), 'why': f'what MINUTES={sys.argv[2]} buy: {sys.argv[3]} minutes of training after the speed probe, at {sys.argv[4]} s per update'}
-json.dump(r, open('recipe.json', 'w'), indent=1)" "$updates" "$minutes" "$train_minutes" "$(cut -f2 probe.tsv)"
+r['updates'] = {'value': int(sys.argv[1]), 'why': f'what MINUTES={sys.argv[2]} buy: {sys.argv[3]} minutes of training after the speed probe, at {sys.argv[4]} s per update beside 3 validations of {sys.argv[5]} s each'}
+json.dump(r, open('recipe.json', 'w'), indent=1)" "$updates" "$minutes" "$train_minutes" "$(cut -f2 probe.tsv)" "$(cut -f4 probe.tsv)"
 fi
 length_options 8
 progress_interval

@@ -2,6 +2,7 @@
 
 import json
 import lzma
+import math
 import re
 import subprocess
 import sys
@@ -142,7 +143,12 @@ def test_minutes_name_the_budget_and_end_with_the_updates_that_rerun_them(tiny_c
     progress = [line for line in lines if "num_updates=" in line]
     assert progress and all(re.search(r"spent_min=[\d.]+, left_min=[\d.]+", line) for line in progress)
     recipe = json.loads((tmp_path / "run" / "recipe.json").read_text())
-    assert recipe["updates"]["why"].startswith("what MINUTES=0.4 buy: ")
+    why = re.fullmatch(r"what MINUTES=0\.4 buy: ([\d.]+) minutes of training after the speed probe, at ([\d.]+) s per "
+                       r"update beside 3 validations of ([\d.]+) s each", recipe["updates"]["why"])
+    assert why, recipe["updates"]
+    # the validations' timed pauses come out of the minutes before they buy updates (the budget's own rule)
+    minutes, per_update, per_pause = (float(x) for x in why.groups())
+    assert per_pause > 0 and recipe["updates"]["value"] == max(1, math.floor((minutes * 60 - 3 * per_pause) / per_update))
     match = re.fullmatch(r"summarisation finished in \d+ s, trained in (fp32|bf16) for (\d+) updates in ([\d.]+) minutes "
                          r"\(UPDATES=(\d+) reruns them anywhere\): ROUGE-1/2/L F1 .* vs lead .*", lines[-1])
     assert match and match.group(2) == match.group(4), lines[-1]
