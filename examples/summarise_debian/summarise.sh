@@ -102,19 +102,24 @@ recipe bpe . ${MAX_LEN_B:+--max-len-b "$MAX_LEN_B"} ${UPDATES:+--updates "$UPDAT
 read -r -a arch_args <<< "$model ${ARCH_ARGS:-}"
 objective=(--optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.1 --lr "$lr"
            --criterion label_smoothed_cross_entropy --label-smoothing "$smoothing" --dropout "$dropout")
+# the curve's points: a loss-only validation and a kept checkpoint every 1/validations of the updates, the last at the
+# end; with MINUTES all but that last one pause inside the budget
+validations=4
+pauses=$(( validations - 1 ))
 if [ "$length" = minutes ]; then
     probe_speed data-bin "$arch" "$(printf '%q ' --arch "$arch" "${arch_args[@]}" "${objective[@]}" --max-tokens "$max_tokens" \
         --required-batch-size-multiple 1 "${train_precision[@]}")" --validation "" > probe.tsv  # loss-only validations
     training_minutes
-    # the 3 validations and saves inside the budget (every quarter of the updates; the 4th is at the stop)
-    updates=$(updates_that_fit "$train_minutes" "$(cut -f2 probe.tsv)" 3 "$(cut -f4 probe.tsv)")
+    updates=$(updates_that_fit "$train_minutes" "$(cut -f2 probe.tsv)" "$pauses" "$(cut -f4 probe.tsv)")
     python -c "import json, sys
 r = json.load(open('recipe.json'))
-r['updates'] = {'value': int(sys.argv[1]), 'why': f'what MINUTES={sys.argv[2]} buy: {sys.argv[3]} minutes of training after the speed probe, at {sys.argv[4]} s per update beside 3 validations of {sys.argv[5]} s each'}
-json.dump(r, open('recipe.json', 'w'), indent=1)" "$updates" "$minutes" "$train_minutes" "$(cut -f2 probe.tsv)" "$(cut -f4 probe.tsv)"
+r['updates'] = {'value': int(sys.argv[1]), 'why': f'what MINUTES={sys.argv[2]} buy: {sys.argv[3]} minutes of training after the speed probe, at {sys.argv[4]} s per update beside {sys.argv[6]} validations of {sys.argv[5]} s each'}
+json.dump(r, open('recipe.json', 'w'), indent=1)" "$updates" "$minutes" "$train_minutes" "$(cut -f2 probe.tsv)" "$(cut -f4 probe.tsv)" \
+        "$pauses"
 fi
 length_options 8
 progress_interval
+validate_every=$(( (updates + validations - 1) / validations ))
 echo
 echo "  the recipe, chosen from this corpus's training split (recipe.json; set a knob to override):"
 python -c "import json, sys
@@ -130,8 +135,8 @@ step "3/7 fairseq-train --arch $arch: $plan, $precision (progress every $log_eve
 train_start=$(date +%s)
 fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_args[@]}" "${objective[@]}" \
     "${length_args[@]}" "${train_precision[@]}" --max-tokens "$max_tokens" --seed "$seed" --required-batch-size-multiple 1 \
-    --validate-interval-updates "$(( (updates + 3) / 4 ))" --save-interval-updates "$(( (updates + 3) / 4 ))" \
-    --keep-interval-updates 4 --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000 \
+    --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" \
+    --keep-interval-updates "$validations" --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000 \
     --log-format simple --log-interval "$log_every" 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
 train_seconds=$(( $(date +%s) - train_start ))
