@@ -5,8 +5,9 @@
 #
 #     choose_length 600          # before anything is written: sets length (updates|minutes),
 #                                # updates, minutes and length_note; refuses bad values in one line
-#     probe_speed data-bin NAME "OPTIONS" [NAME "OPTIONS" ...] [--validation "OPTIONS"] > probe.tsv
-#                                # speed_probe.py (with the run's validation options: a pause timed too);
+#     probe_speed data-bin NAME "OPTIONS" [NAME "OPTIONS" ...] [--validation "OPTIONS" [--validation-batches N]] > probe.tsv
+#                                # speed_probe.py (with the run's validation options: a pause timed too, over N
+#                                # of the validation batches scaled to all);
 #                                # sets probe_seconds
 #     training_minutes           # MINUTES less the probe's time: sets train_minutes
 #     length_options 6           # the fairseq-train options, warming up over 1/6: sets length_args
@@ -40,12 +41,12 @@ except FConvError as e:
     return 0
 }
 
-probe_speed() {  # probe_speed DATA_BIN NAME OPTIONS [NAME OPTIONS ...] [--validation OPTIONS]:
+probe_speed() {  # probe_speed DATA_BIN NAME OPTIONS [NAME OPTIONS ...] [--validation OPTIONS [--validation-batches N]]:
     # NAME <TAB> s/update <TAB> parameters [<TAB> s per validation and save]
     local data_bin=$1 started candidates=()
     shift
     while [ $# -gt 0 ]; do
-        if [ "$1" = --validation ]; then candidates+=(--validation "$2"); else candidates+=(--candidate "$1" "$2"); fi
+        case "$1" in --validation|--validation-batches) candidates+=("$1" "$2");; *) candidates+=(--candidate "$1" "$2");; esac
         shift 2
     done
     started=$(date +%s.%N)

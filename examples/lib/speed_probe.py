@@ -1,7 +1,7 @@
 """How fast fairseq-train trains a model here: seconds per update, measured on the real data.
 
     python speed_probe.py DATA_BIN --candidate NAME "FAIRSEQ-TRAIN OPTIONS" [--candidate ...] [--updates 4]
-                          [--validation "VALIDATION OPTIONS"]
+                          [--validation "VALIDATION OPTIONS" [--validation-batches N]]
 
 Each candidate is the model, batch and precision options of the fairseq-train command the
 example will run (``--required-batch-size-multiple`` too: it decides the batches). In one
@@ -15,7 +15,9 @@ mix, so the time per padded token is scaled to the epoch's mean batch. With ``--
 (the run's own validation options: ``--eval-bleu`` and its arguments), each candidate also
 times one pause as fairseq-train takes it inside the budget: a pass over the validation set
 (fairseq's ``Trainer.valid_step``, with the task's BLEU generation) and a save (a checkpoint
-written, then copied twice: the interval, best and last files). Prints one line per
+written, then copied twice: the interval, best and last files); ``--validation-batches N`` times N
+batches spread over the validation set instead of all, scaled to it by their padded tokens (a
+large validation set's pass costs the probe a fraction of itself). Prints one line per
 candidate, ``NAME <TAB> seconds per update <TAB> parameters`` (``<TAB> seconds per pause``
 with ``--validation``), and on stderr the probe's own time. The examples take the updates a
 budget buys from it, before training.
@@ -50,16 +52,33 @@ def padded_tokens(dataset, indices) -> int:
     return len(indices) * (int(dataset.src_sizes[indices].max()) + int(dataset.tgt_sizes[indices].max()))
 
 
-def seconds_per_pause(trainer, task, cfg) -> float:
+def spread_sample(batch_tokens: list, wanted: int) -> tuple:
+    """``wanted`` batch positions spread evenly over the batches (all of them when ``wanted`` is None
+    or not fewer), and the factor that scales their padded tokens to all the batches'."""
+    if wanted is None or wanted >= len(batch_tokens):
+        return list(range(len(batch_tokens))), 1.0
+    positions = sorted({int((i + 0.5) * len(batch_tokens) / wanted) for i in range(wanted)})
+    return positions, sum(batch_tokens) / sum(batch_tokens[i] for i in positions)
+
+
+def seconds_per_pause(trainer, task, cfg, batches: int = None) -> float:
     """One validation and save as fairseq-train pauses for them: the first validation subset's
-    batches through ``Trainer.valid_step`` (the task's BLEU generation with ``--eval-bleu``), then
-    a checkpoint written and copied to the other two names fairseq keeps."""
+    batches through ``Trainer.valid_step`` (the task's BLEU generation with ``--eval-bleu``), all or
+    ``batches`` of them spread over the set and scaled to it, then a checkpoint written and copied
+    to the other two names fairseq keeps."""
     subset = cfg.dataset.valid_subset.split(",")[0]
     task.load_dataset(subset, combine=False, epoch=1)
-    started = time.perf_counter()
+    iterator = trainer.get_valid_iterator(subset)
+    dataset = task.dataset(subset)
+    timed, scale = spread_sample([padded_tokens(dataset, b) for b in iterator.frozen_batches], batches)
+    timed = set(timed)
     trainer.begin_valid_epoch(1)
-    for sample in trainer.get_valid_iterator(subset).next_epoch_itr(shuffle=False):
-        trainer.valid_step(sample)
+    started = time.perf_counter()
+    for position, sample in enumerate(iterator.next_epoch_itr(shuffle=False)):
+        if position in timed:
+            trainer.valid_step(sample)
+    validating = (time.perf_counter() - started) * scale
+    started = time.perf_counter()
     # beside the run's checkpoints (the same disk), copied as fairseq-train copies them (PathManager.copy: the
     # plugin's atomic copy where --user-dir loaded it); the files' removal is not timed
     with tempfile.TemporaryDirectory(prefix="speed-probe-", dir=os.getcwd()) as directory:
@@ -68,11 +87,12 @@ def seconds_per_pause(trainer, task, cfg) -> float:
         trainer.save_checkpoint(str(first), {"train_iterator": {"epoch": 1}, "val_loss": None})
         for name in ("checkpoint_best.pt", "checkpoint_last.pt"):
             PathManager.copy(str(first), str(Path(directory) / name), overwrite=True)
-        seconds = time.perf_counter() - started
-    return seconds
+        saving = time.perf_counter() - started
+    return validating + saving
 
 
-def seconds_per_update(data_bin: str, train_options: str, updates: int, validation_options: str = None) -> tuple:
+def seconds_per_update(data_bin: str, train_options: str, updates: int, validation_options: str = None,
+                       validation_batches: int = None) -> tuple:
     import fconv_plugin.compat
     from fconv_plugin import host_memory
 
@@ -107,7 +127,7 @@ def seconds_per_update(data_bin: str, train_options: str, updates: int, validati
     seconds = time.perf_counter() - started
     tokens = sum(padded_tokens(dataset, sample["id"].numpy()) for sample in timed)
     parameters = sum(p.numel() for p in model.parameters())
-    pause = seconds_per_pause(trainer, task, cfg) if validation_options is not None else None
+    pause = seconds_per_pause(trainer, task, cfg, validation_batches) if validation_options is not None else None
     return seconds / tokens * epoch_mean, parameters, pause
 
 
@@ -117,11 +137,16 @@ def main(argv=None) -> int:
     parser.add_argument("--candidate", nargs=2, action="append", metavar=("NAME", "OPTIONS"), required=True)
     parser.add_argument("--updates", type=int, default=4)
     parser.add_argument("--validation", metavar="OPTIONS", help="the run's validation options: time one pause too")
+    parser.add_argument("--validation-batches", type=int, metavar="N",
+                        help="time N validation batches spread over the set, scaled to it (default: all)")
     args = parser.parse_args(argv)
+    if args.validation_batches is not None and (args.validation is None or args.validation_batches < 1):
+        parser.error("--validation-batches takes a whole number above 0, beside --validation")
     started = time.perf_counter()
     torch.manual_seed(1)
     for name, train_options in args.candidate:
-        seconds, parameters, pause = seconds_per_update(args.data_bin, train_options, args.updates, args.validation)
+        seconds, parameters, pause = seconds_per_update(args.data_bin, train_options, args.updates, args.validation,
+                                                        args.validation_batches)
         print(f"{name}\t{seconds:.4f}\t{parameters}" + ("" if pause is None else f"\t{pause:.2f}"), flush=True)
     print(f"speed probe: {len(args.candidate)} candidate(s), {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return 0
