@@ -3,7 +3,7 @@
 train.sh asks this script twice and prints its choices in one block before training:
 
     python recipe.py corpus WORK_DIR SRC TGT [--merges N]        # after tokenising: BPE merges
-    python recipe.py model WORK_DIR SRC TGT (--minutes M --probe PROBE.tsv | --updates U)
+    python recipe.py model WORK_DIR SRC TGT (--minutes M --probe PROBE.tsv [--pauses P] | --updates U)
             [--model NAME] [--max-tokens N] [--dropout X] [--lr X]  # after BPE: model, batch, dropout, lr
 
 Each stage reads WORK_DIR's training text, writes its choices (with the statistics behind
@@ -11,7 +11,9 @@ them) into WORK_DIR/recipe.json and prints ``name=value`` lines for the shell; a
 given on the command line (a knob the user set) is kept and marked as given. ``--probe``
 is speed_probe.py's output for the candidate models (``model candidates`` prints their
 options), measured on this CPU in this precision: with ``--minutes`` each candidate is
-judged by the updates the minutes buy it; with ``--updates`` by that number.
+judged by the updates the minutes buy it beside ``--pauses`` validations inside them (each
+of the probe's fourth column, the candidate's seconds per validation and save); with
+``--updates`` by that number.
 
 The rules (docs/your-data.md has the measurements behind them):
 
@@ -72,11 +74,23 @@ def model_options(name: str) -> str:
 
 
 def read_probe(path: Path) -> Dict[str, Dict]:
+    """speed_probe.py's lines: name -> seconds per update, parameters and (a fourth column, where it
+    timed one) seconds per validation and save, else 0."""
     measured = {}
     for line in path.read_text(encoding="utf-8").splitlines():
-        name, seconds, parameters = line.split("\t")[:3]  # a fourth column: a pause's seconds
-        measured[name] = {"seconds": float(seconds), "parameters": int(parameters)}
+        name, seconds, parameters, *pause = line.split("\t")
+        measured[name] = {"seconds": float(seconds), "parameters": int(parameters),
+                          "pause": float(pause[0]) if pause else 0.0}
     return measured
+
+
+def updates_bought(minutes: float, measured: Dict, pauses: int) -> int:
+    """The updates ``minutes`` buy a probed candidate, its ``pauses`` validations taken first (the budget's rule)."""
+    pause = measured.get("pause", 0.0)
+    if pauses and not pause:
+        raise SystemExit(f"recipe.py: {pauses} validation(s) inside the minutes, but the probe timed none; "
+                         "run speed_probe.py with --validation")
+    return updates_that_fit(minutes * 60, measured["seconds"], pauses=pauses, seconds_per_pause=pause)
 
 
 def choose_model(train_tokens: int, updates_of: Dict[str, int], parameters: Dict[str, int]) -> Dict:
@@ -125,7 +139,7 @@ def choose(train_tokens: int, updates_of: Dict[str, int], parameters: Dict[str, 
             "max tokens": batch, "dropout": drop, "lr": rate}
 
 
-def worth_probing(minutes: float, measured: Dict[str, Dict]) -> list:
+def worth_probing(minutes: float, measured: Dict[str, Dict], pauses: int = 0) -> list:
     """The candidates still to time: the two narrowest first; then each wider one only while
     the minutes, at the widest timed one's speed (a lower bound of its own), buy its need."""
     order = sorted(CANDIDATES, key=lambda name: CANDIDATES[name][0])
@@ -133,7 +147,7 @@ def worth_probing(minutes: float, measured: Dict[str, Dict]) -> list:
         return [name for name in order[:2] if name not in measured]
     widest = max(measured, key=lambda name: CANDIDATES[name][0])
     wider = [name for name in order if CANDIDATES[name][0] > CANDIDATES[widest][0]]
-    if wider and updates_that_fit(minutes * 60, measured[widest]["seconds"]) >= NEEDS[wider[0]]:
+    if wider and updates_bought(minutes, measured[widest], pauses) >= NEEDS[wider[0]]:
         return wider[:1]
     return []
 
@@ -158,6 +172,7 @@ def main(argv=None) -> int:
     parser.add_argument("--minutes", type=float)
     parser.add_argument("--probe", type=Path)
     parser.add_argument("--probe-tokens", type=int, default=3000, help="the batch the probe timed")
+    parser.add_argument("--pauses", type=int, default=0, help="validations inside the minutes (the probe timed one)")
     parser.add_argument("--updates", type=int)
     parser.add_argument("--model", help="a candidate, or any --arch (train.sh's ARCH): given, not chosen")
     parser.add_argument("--max-tokens", type=int)
@@ -169,7 +184,7 @@ def main(argv=None) -> int:
         if args.model:
             names = [] if args.model in measured else [args.model]
         else:
-            names = worth_probing(args.minutes, measured)
+            names = worth_probing(args.minutes, measured, args.pauses)
         for name in names:
             print(f"{name}\t{model_options(name) if name in CANDIDATES else '--arch ' + name}")
         return 0
@@ -184,7 +199,7 @@ def main(argv=None) -> int:
         tokens = train_tokens(args.work, args.src, args.tgt)
         if args.minutes is not None:
             measured = read_probe(args.probe)
-            updates_of = {name: updates_that_fit(args.minutes * 60, m["seconds"]) for name, m in measured.items()}
+            updates_of = {name: updates_bought(args.minutes, m, args.pauses) for name, m in measured.items()}
             parameters = {name: m["parameters"] for name, m in measured.items()}
         else:
             updates_of = {name: args.updates for name in ([args.model] if args.model else CANDIDATES)}
@@ -192,6 +207,9 @@ def main(argv=None) -> int:
         choices["training tokens"] = {"value": tokens, "why": "each pair's longer side in BPE tokens (--max-tokens counts these)"}
         choices.update(choose(tokens, updates_of, parameters, args.probe_tokens if args.minutes is not None else None,
                               args.model, args.max_tokens, args.dropout, args.lr))
+        if args.minutes is not None and args.pauses:
+            pause = measured[choices["model"]["value"]]["pause"]
+            choices["expected updates"]["why"] += f", beside {args.pauses} validation(s) of {pause:.1f} s each"
     record.write_text(json.dumps(choices, indent=1) + "\n", encoding="utf-8")
     for name, choice in choices.items():
         if name in SHELL_NAMES:

@@ -102,6 +102,38 @@ def test_the_corpus_and_model_stages_write_their_choices_for_the_shell(tmp_path)
     assert saved["training pairs"]["value"] == 10 and saved["training tokens"]["value"] == 400
 
 
+def test_validations_inside_the_minutes_come_out_of_them_at_each_candidates_timed_pause(tmp_path):
+    for lang in ("en", "de"):
+        (tmp_path / f"train.bpe.{lang}").write_text("a b c\n" * 100, encoding="utf-8")
+    (tmp_path / "recipe.json").write_text("{}", encoding="utf-8")
+    # 20 minutes, 2 validations inside them: w256 (1.0 s an update, 150 s a pause) keeps 900 s, 900 updates, over
+    # its need of 600; in batches of 2,000 tokens (fewer than 1,500 fit), 1,350
+    (tmp_path / "probe.tsv").write_text("w128\t0.5\t1000\t60.0\nw256\t1.0\t2000\t150.0\n", encoding="utf-8")
+    run = [sys.executable, str(RECIPE_PATH), "model", str(tmp_path), "en", "de", "--minutes", "20",
+           "--probe", str(tmp_path / "probe.tsv")]
+    paused = subprocess.run([*run, "--pauses", "2"], capture_output=True, text=True, check=True)
+    shell = dict(line.split("=", 1) for line in paused.stdout.splitlines())
+    assert shell["model"] == "w256" and shell["max_tokens"] == "2000"  # (1,200 - 300) s / 1.0 s: 900 updates
+    assert shell["expected_updates"] == str(900 * 3000 // 2000)
+    why = json.loads((tmp_path / "recipe.json").read_text(encoding="utf-8"))["expected updates"]["why"]
+    assert why.endswith("beside 2 validation(s) of 150.0 s each")
+    # the pauses decide the model too: 5 of w256's leave 450 s, 450 updates, short of its need
+    (tmp_path / "recipe.json").write_text("{}", encoding="utf-8")
+    five = subprocess.run([*run, "--pauses", "5"], capture_output=True, text=True, check=True)
+    assert "model=w128" in five.stdout.splitlines()  # (1,200 - 300) / 0.5 = 1,800 updates of w128
+    untimed = tmp_path / "untimed.tsv"
+    untimed.write_text("w128\t0.5\t1000\n", encoding="utf-8")
+    refused = subprocess.run([*run[:-1], str(untimed), "--pauses", "1"], capture_output=True, text=True)
+    assert refused.returncode != 0 and "the probe timed none" in refused.stderr.strip().splitlines()[-1]
+
+
+def test_a_wider_model_is_probed_only_where_the_minutes_left_beside_the_pauses_could_pay_for_it():
+    timed = {"w128": {"seconds": 0.2, "pause": 30.0}, "w256": {"seconds": 0.3, "pause": 150.0}}
+    assert recipe.worth_probing(24, timed) == ["w384"]  # 1,440 s / 0.3: 4,800 updates at w256's speed
+    assert recipe.worth_probing(24, timed, pauses=1) == ["w384"]  # 1,290 s: 4,300, over w384's need of 4,000
+    assert recipe.worth_probing(24, timed, pauses=2) == []  # 1,140 s: 3,800, short of it
+
+
 @pytest.mark.parametrize("lines", [["a"] * 5])
 def test_the_merge_rule_is_the_summaries(lines):
     assert recipe.bpe_merges(lines, recipe.MIN_MERGES, recipe.MAX_MERGES)["value"] == 1000
