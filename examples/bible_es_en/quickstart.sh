@@ -48,11 +48,7 @@ source "$repo/examples/lib/example.sh" quickstart
 choose_length 600
 case "$seed" in ''|*[!0-9]*) fail "SEED must be a whole number, got '$seed'";; esac
 case "$evaluate" in 0|1) ;; *) fail "EVALUATE must be 0 or 1, got '$evaluate'";; esac
-validations=${VALIDATIONS:-4}
-case "$validations" in ''|*[!0-9]*) validations=x;; esac  # VALIDATIONS=08 is eight, 00 is refused, 7 digits too
-[ "$validations" != x ] && [ ${#validations} -le 6 ] && [ $(( 10#$validations )) -gt 0 ] \
-    || fail "VALIDATIONS must be a whole number from 1 to 999999, got '${VALIDATIONS}'"
-validations=$(( 10#$validations ))
+choose_validations 4
 case "$valid" in ''|*[!0-9]*|0) fail "VALID must be a whole number of verse pairs above 0, got '$valid'";; esac
 case "$test" in ''|*[!0-9]*|0) fail "TEST must be a whole number of verse pairs above 0, got '$test'";; esac
 case "$train" in '') ;; *[!0-9]*|0) fail "TRAIN must be a whole number of verse pairs above 0, got '$train'";; esac

@@ -9,6 +9,7 @@
 #     fail "what went wrong"     # "quickstart: error: what went wrong" on stderr, exit 1
 #     make_work_dir "$work"      # refuses a WORK_DIR that exists and is not empty (nothing deleted)
 #     say_budget                 # the run's first line: its length and precision (budget.sh, precision.sh)
+#     choose_validations 4       # VALIDATIONS (default 4) checked before anything is written: sets validations
 #     read_recipe "$here/recipe.py" "merges model" STAGE ARGS...
 #                                # recipe.py's name=value choices (those named) into the shell's variables
 #     generate_test CHECKPOINT LINES LANG DETOKENIZE
@@ -44,6 +45,14 @@ say_budget() {  # the run's first line, after choose_length and choose_precision
         local planned=${updates:-"the recipe's"}
         echo "budget: $planned updates$length_note; precision: $precision ($precision_reason)"
     fi
+}
+
+choose_validations() {  # choose_validations DEFAULT: VALIDATIONS or DEFAULT, a whole number from 1 to 999999
+    validations=${VALIDATIONS:-$1}
+    case "$validations" in ''|*[!0-9]*) validations=x;; esac  # VALIDATIONS=08 is eight, 00 is refused, 7 digits too
+    [ "$validations" != x ] && [ ${#validations} -le 6 ] && [ $(( 10#$validations )) -gt 0 ] \
+        || fail "VALIDATIONS must be a whole number from 1 to 999999, got '${VALIDATIONS}'"
+    validations=$(( 10#$validations ))
 }
 
 read_recipe() {  # read_recipe SCRIPT "NAME ..." ARGS...: SCRIPT ARGS's name=value lines, those named, as variables

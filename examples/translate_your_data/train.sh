@@ -23,6 +23,9 @@
 #                    (fairseq-train --lr-scheduler time_budget); the last line names the updates
 #                    reached and the UPDATES= that reruns them anywhere
 #   UPDATES=N        train for N updates (default 2000 without MINUTES; wins over MINUTES)
+#   VALIDATIONS=N    validation BLEU N times along the training (default 4; with MINUTES 1, at the
+#                    end, under 20 minutes, else 3): with MINUTES all but the last are pauses the
+#                    speed probe times and the recipe takes from the minutes before they buy updates
 #   MODEL=w128|w256|w384  the recipe's model: fconv_iwslt_de_en (w256) or that 128 or 384 wide
 #   ARCH=name        any other architecture instead (docs/your-data.md: "Choosing an architecture")
 #   ARCH_ARGS="..."  extra model options, split at spaces, never globbed or evaluated
@@ -54,6 +57,18 @@ done
 case "${MODEL:-w256}" in w128|w256|w384) ;; *) fail "MODEL must be w128, w256 or w384, got '$MODEL'";; esac
 [ -z "${MODEL:-}" ] || [ -z "${ARCH:-}" ] || fail "MODEL and ARCH both name the model; set one"
 choose_length 2000
+# validation BLEU (greedy search) along the way, for the curve and checkpoint_best.pt; with MINUTES each
+# but the one at the stop is a pause taken from training (about a minute for 1,000 sentences on one core),
+# so by default only that one under 20 minutes (the learning rate annealed to 0 makes the last checkpoint
+# the best), else 2 + the end
+default_validations=4
+if [ "$length" = minutes ]; then
+    default_validations=3
+    python -c "import sys; sys.exit(0 if float(sys.argv[1]) < 20 else 1)" "$minutes" && default_validations=1
+fi
+choose_validations "$default_validations"
+pauses=0
+[ "$length" = minutes ] && pauses=$(( validations - 1 ))
 declare -A prefix=([train]=$3 [valid]=$4 [test]=$5)
 for split in train valid test; do
     for lang in "$src" "$tgt"; do
@@ -105,6 +120,8 @@ fairseq-preprocess --source-lang "$src" --target-lang "$tgt" --trainpref train.b
     || { tail -n 20 preprocess.log; fail "fairseq-preprocess failed (log: $work/preprocess.log)"; }
 preprocess_summary preprocess.log
 
+validating=(--skip-invalid-size-inputs-valid-test --eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}'
+            --eval-bleu-detok moses --eval-bleu-remove-bpe --best-checkpoint-metric bleu --maximize-best-checkpoint-metric)
 objective=(--optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.1
            --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --max-source-positions 1024 --max-target-positions 1024)
 model_knob=${MODEL:-${ARCH:-}}  # ARCH: any architecture, given; MODEL: one of the recipe's
@@ -112,22 +129,27 @@ knobs=(${model_knob:+--model "$model_knob"} ${MAX_TOKENS:+--max-tokens "$MAX_TOK
 if [ "$length" = minutes ]; then
     step "4/7 the speed probe: seconds per update of each candidate model on this data, $precision"
     shared=$(printf '%q ' "${objective[@]}" --max-tokens "${MAX_TOKENS:-3000}" --required-batch-size-multiple 1 --lr 0.003 "${train_precision[@]}")
+    probing=()  # the validations inside the minutes: one timed per candidate, over 4 batches scaled to the set
+    [ "$pauses" -gt 0 ] && probing=(--validation "$(printf '%q ' "${validating[@]}")" --validation-batches 4)
     : > probe.tsv
     probe_seconds_total=0
     while true; do  # the two narrowest candidates, then a wider one while the minutes could pay for it
         probe=()
         while IFS=$'\t' read -r name options; do
             probe+=("$name" "$options ${ARCH_ARGS:-} $shared")
-        done < <(python "$here/recipe.py" candidates --minutes "$minutes" --probe probe.tsv ${model_knob:+--model "$model_knob"})
+        done < <(python "$here/recipe.py" candidates --minutes "$minutes" --probe probe.tsv --pauses "$pauses" \
+                 ${model_knob:+--model "$model_knob"})
         [ ${#probe[@]} -gt 0 ] || break
-        probe_speed data-bin "${probe[@]}" >> probe.tsv
+        probe_speed data-bin "${probe[@]}" "${probing[@]}" >> probe.tsv
         probe_seconds_total=$(python -c "import sys; print(round(float(sys.argv[1]) + float(sys.argv[2]), 1))" "$probe_seconds_total" "$probe_seconds")
     done
     probe_seconds=$probe_seconds_total
-    awk -F'\t' '{ printf "  %-18s %.3f s per update, %.1f M parameters\n", $1, $2, $3 / 1e6 }' probe.tsv
+    awk -F'\t' '{ printf "  %-18s %.3f s per update, %.1f M parameters%s\n", $1, $2, $3 / 1e6,
+                   (NF > 3 ? sprintf(", %.1f s per validation and save", $4) : "") }' probe.tsv
     training_minutes
     echo "  the probe took ${probe_seconds} s: $train_minutes minutes are left for training"
-    recipe model . "$src" "$tgt" --minutes "$train_minutes" --probe probe.tsv --probe-tokens "${MAX_TOKENS:-3000}" "${knobs[@]}"
+    recipe model . "$src" "$tgt" --minutes "$train_minutes" --probe probe.tsv --probe-tokens "${MAX_TOKENS:-3000}" \
+        --pauses "$pauses" "${knobs[@]}"
 else
     recipe model . "$src" "$tgt" --updates "$updates" "${knobs[@]}"
 fi
@@ -140,18 +162,10 @@ for name, choice in json.load(open('recipe.json')).items():
 read -r -a model_args <<< "$model_options ${ARCH_ARGS:-}"
 length_options 6
 
-# validation BLEU (greedy search) along the way, for the curve and checkpoint_best.pt: 4 times; with MINUTES,
-# whose budget each would take from training (about a minute for 1,000 sentences on one core), at the end
-# alone under 20 minutes (the learning rate annealed to 0 makes the last checkpoint the best), else 2 + the end
-validations=4
-if [ "$length" = minutes ]; then
-    validations=3
-    python -c "import sys; sys.exit(0 if float(sys.argv[1]) < 20 else 1)" "$minutes" && validations=1
-fi
 validate_every=$(( (updates + validations - 1) / validations ))
-validating="validation BLEU every $validate_every"
+validation_plan="validation BLEU every $validate_every"
 if [ "$validations" = 1 ]; then
-    validate_every=1000000 validating="validation BLEU at the end"  # fairseq validates and saves when the budget stops it
+    validate_every=1000000 validation_plan="validation BLEU at the end"  # fairseq validates and saves when the budget stops it
 fi
 progress_interval
 if [ "$length" = minutes ]; then
@@ -159,14 +173,12 @@ if [ "$length" = minutes ]; then
 else
     plan="$updates updates"
 fi
-step "5/7 fairseq-train $model: $plan, $precision (progress every $log_every, $validating)"
+step "5/7 fairseq-train $model: $plan, $precision (progress every $log_every, $validation_plan)"
 fairseq-train data-bin --user-dir "$repo/fconv_plugin" "${model_args[@]}" "${train_precision[@]}" "${objective[@]}" \
     --lr "$lr" --dropout "$dropout" "${length_args[@]}" --max-tokens "$max_tokens" --seed "$seed" \
-    --required-batch-size-multiple 1 --skip-invalid-size-inputs-valid-test --max-tokens-valid "$max_tokens" \
+    --required-batch-size-multiple 1 --max-tokens-valid "$max_tokens" "${validating[@]}" \
     --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" --keep-interval-updates 1 \
     --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000000 \
-    --eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}' \
-    --eval-bleu-detok moses --eval-bleu-remove-bpe --best-checkpoint-metric bleu --maximize-best-checkpoint-metric \
     --log-format simple --log-interval "$log_every" 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || { tail -n 20 train.log; fail "fairseq-train failed (log: $work/train.log)"; }
 reached=$(updates_reached train.log)

@@ -108,6 +108,30 @@ def test_minutes_in_model_and_bleu_out_and_the_updates_that_rerun_it(corpus, tmp
     assert again.returncode != 0 and "exists and is not empty" in again.stderr  # nothing overwritten
 
 
+def test_validations_inside_the_minutes_are_timed_by_the_probe_and_taken_from_them_first(corpus, tmp_path):
+    work = tmp_path / "run"
+    result = _run(corpus, work, UPDATES=None, MINUTES="0.8", MODEL="w128", VALIDATIONS="2")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    timed = [re.fullmatch(r"  w128 +([\d.]+) s per update, [\d.]+ M parameters, ([\d.]+) s per validation and save", line)
+             for line in lines]
+    assert len([m for m in timed if m]) == 1, result.stdout[-3000:]
+    # the recipe's expected updates: the minutes left after the probe, less 1 pause (2 validations, the last at the
+    # stop), at the probe's speed, in the recipe's batches; recomputed here from the probe's own figures
+    name, per_update, parameters, per_pause = (work / "probe.tsv").read_text(encoding="utf-8").split("\t")
+    train_minutes = float(re.search(r"the probe took [\d.]+ s: ([\d.]+) minutes are left", result.stdout).group(1))
+    recipe = json.loads((work / "recipe.json").read_text(encoding="utf-8"))
+    fit = max(0, int((train_minutes * 60 - float(per_pause)) // float(per_update)))
+    assert recipe["expected updates"]["value"] == fit * 3000 // recipe["max tokens"]["value"]
+    assert recipe["expected updates"]["why"].endswith(f"beside 1 validation(s) of {float(per_pause):.1f} s each")
+    spent = [m for m in (re.fullmatch(BUDGET_SPENT, line) for line in lines) if m]
+    assert len(spent) == 1, result.stdout[-2000:]
+    outcome = json.loads((work / "checkpoints" / "time_budget.json").read_text(encoding="utf-8"))
+    # stopped by the clock, the pause counted: annealed to the end value, the last update within its last steps
+    assert outcome["stopped_for"] == "time" and outcome["lr_after_it"] == outcome["end_learning_rate"] == 0.0
+    assert 0 < outcome["last_update_lr"] <= 3 * outcome["peak_lr"] / outcome["updates"]
+
+
 def test_the_model_learns_more_than_copying_the_source(corpus, tmp_path):
     chosen = "bf16" if precision.bf16_units() else "fp32"
     result = _run(corpus, tmp_path / "run", ARCH="fconv_iwslt_de_en", **LEARNING)  # any architecture, given by name
