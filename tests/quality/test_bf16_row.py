@@ -1,0 +1,17 @@
+"""The quality job's bf16 row is checked only on the bfloat16 units its README figure came from
+(issue 78, item 6): run in the default suite, on every CPU, with each kind of unit given."""
+
+from fconv_plugin import precision
+from tests.quality.test_readme_results import BF16_ROW, bf16_row_skip_reason, readme_row_units
+
+
+def test_the_readme_bf16_row_names_units_the_plugin_detects():
+    assert readme_row_units(BF16_ROW) in [name for name, _ in precision.BF16_UNITS]
+
+
+def test_the_bf16_row_is_checked_on_its_own_units_and_skipped_naming_the_command_elsewhere():
+    assert bf16_row_skip_reason("AVX-512 BF16", "AVX-512 BF16") is None
+    on_amx = bf16_row_skip_reason(precision.bf16_units(["amx_bf16", "amx_tile", "avx512_bf16"]), "AVX-512 BF16")
+    assert "measured on AVX-512 BF16 units and this CPU has AMX-BF16" in on_amx
+    assert "PRECISION=bf16 UPDATES=600 SEED=1" in on_amx and "quickstart.sh" in on_amx
+    assert "no bfloat16 units" in bf16_row_skip_reason(precision.bf16_units(["avx2", "fma"]), "AVX-512 BF16")
