@@ -9,7 +9,12 @@ For one architecture (random weights, bench_fconv.py's training batch, 2 threads
 3. the work between the products, per block: GLU + residual · √0.5 (eager and fused by
    torch.compile), a time-major/batch-major transpose, dropout;
 4. the whole step eagerly and under torch.compile (inductor, static shapes), taking
-   turns, with the compile time.
+   turns, with the compile time;
+6. the loss over the vocabulary, what fairseq's label_smoothed_cross_entropy does with the
+   decoder's logits (``--bf16``: bfloat16 logits, a float32 loss), without the profiler:
+   each of its passes timed on its own (the cast, the log-softmax, the loss, their
+   backwards), and the whole path in three forms taking turns: torch's (what runs), in row
+   chunks that keep the float32 rows in cache, and under torch.compile (not with --quick).
 
 ``--kernels`` adds part 0: which library kernel runs each matrix product of the step, and its
 share, read from the libraries' own logs in a child process (``ONEDNN_VERBOSE=1`` names
@@ -33,7 +38,7 @@ zero fills, the rest), float32 and bfloat16 side by side, and parts 2-4 run in b
     .venv/bin/python benchmarks/training_limits.py [--arch fconv_iwslt_de_en] [--bf16] [--kernels]
     .venv/bin/python benchmarks/training_limits.py --allocator [RUN] [--updates 120] [--repeats 2]
     .venv/bin/python benchmarks/training_limits.py --dropout [RUN] [--updates 120] [--repeats 2]
-    .venv/bin/python benchmarks/training_limits.py --quick    # parts 1-3 at few repetitions: checks that they run
+    .venv/bin/python benchmarks/training_limits.py --quick    # parts 1-3 and 6 at few repetitions: checks that they run
 """
 
 import argparse
@@ -62,7 +67,8 @@ MATRIX_PRODUCTS = ("aten::conv_tbc", "aten::addmm", "aten::mm", "aten::bmm", "at
 # the step's parts by operator (--bf16's table); what no part names is "the rest"
 PARTS = {
     "matrix products (convolution taps, linear layers, attention)": MATRIX_PRODUCTS,
-    "dropout (its random mask and scaling)": ("aten::bernoulli_", "aten::div_"),
+    # torch's Bernoulli draws, or the 16-bit draws' random words (their compare and product fall in "the rest")
+    "dropout (its random mask and scaling)": ("aten::bernoulli_", "aten::div_", "aten::random_"),
     "log-softmax over the vocabulary, float32": ("aten::_log_softmax", "aten::_log_softmax_backward_data"),
     "copies and casts": ("aten::copy_", "aten::_to_copy"),
     "weight norm (w = g v / |v|)": ("aten::_weight_norm_interface", "aten::_weight_norm_interface_backward"),
@@ -254,6 +260,86 @@ def compiled_step(model, batch, repetitions=6):
     return medians
 
 
+LOSS_ROWS = 128  # the row chunk of part 6's chunked form (128 x 8,000 float32 = 4 MB, in the L3 cache)
+
+
+class ChunkedLogSoftmax(torch.autograd.Function):
+    """Part 6's candidate: float32 log-softmax of (bfloat16) logits a chunk of rows at a time, each chunk's
+    float32 copy and gradient in cache; the same values as ``torch.log_softmax(logits.float(), -1)``."""
+
+    @staticmethod
+    def forward(ctx, logits):
+        rows = logits.reshape(-1, logits.size(-1))
+        out = torch.empty(rows.shape, dtype=torch.float32)
+        for start in range(0, rows.size(0), LOSS_ROWS):
+            torch.log_softmax(rows[start:start + LOSS_ROWS].float(), -1, out=out[start:start + LOSS_ROWS])
+        ctx.save_for_backward(out)
+        ctx.logits_dtype, ctx.logits_shape = logits.dtype, logits.shape
+        return out.view(logits.shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        grad = grad.reshape(out.shape)  # rows x vocabulary
+        grad_logits = torch.empty(out.shape, dtype=ctx.logits_dtype)
+        for start in range(0, out.size(0), LOSS_ROWS):
+            chunk = slice(start, start + LOSS_ROWS)
+            grad_logits[chunk].copy_(torch._log_softmax_backward_data(grad[chunk], out[chunk], -1, torch.float32))
+        return grad_logits.view(ctx.logits_shape)
+
+
+def label_smoothed_loss(lprobs, target, epsilon=0.1):
+    """fairseq's label_smoothed_nll_loss as its criterion calls it (no padding in the bench's batch)."""
+    from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+
+    return label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)), target.view(-1), epsilon)[0]
+
+
+def loss_over_the_vocabulary(model, batch, repetitions, compile_too=True):
+    """Part 6: the path from the decoder's logits to the loss and back, pass by pass and in three forms."""
+    sample, prev, target = batch
+    with torch.no_grad():
+        logits = model(sample["src_tokens"], sample["src_lengths"], prev)[0]
+    logits = logits.detach().requires_grad_()
+    timer = time.perf_counter
+    passes = {name: [] for name in ("cast to float32", "log-softmax", "loss", "loss backward", "log-softmax backward",
+                                    "cast back")}
+    for _ in range(max(repetitions, 3)):
+        moments = [timer()]
+        as_float = logits.detach().float()
+        moments.append(timer())
+        lprobs = torch.log_softmax(as_float.requires_grad_(), -1)
+        moments.append(timer())
+        loss = label_smoothed_loss(lprobs, target)
+        moments.append(timer())
+        grad_lprobs = torch.autograd.grad(loss, lprobs, retain_graph=True)[0]
+        moments.append(timer())
+        grad_float = torch._log_softmax_backward_data(grad_lprobs, lprobs.detach(), -1, torch.float32)
+        moments.append(timer())
+        grad_float.to(logits.dtype)
+        moments.append(timer())
+        for name, begin, end in zip(passes, moments, moments[1:]):
+            passes[name].append((end - begin) * 1e3)
+    forms = {"torch's": lambda x: torch.log_softmax(x.float(), -1), "in row chunks": ChunkedLogSoftmax.apply}
+    if compile_too:
+        forms["torch.compile"] = torch.compile(forms["torch's"], dynamic=True)
+    calls = {name: (lambda form=form: label_smoothed_loss(form(logits), target).backward()) for name, form in forms.items()}
+    gradients = {}
+    for name, call in calls.items():  # warm (and compile) each, and keep the gradient it gives the logits
+        logits.grad = None
+        call()
+        gradients[name] = logits.grad
+    same = all(torch.equal(gradients["torch's"], gradients[name]) for name in ("torch's", "in row chunks"))
+    if not same:
+        raise SystemExit("6. the chunked log-softmax gave other gradients than torch's: it is no candidate")
+    times = {name: statistics.median(seconds) * 1e3 for name, seconds in harness.take_turns(calls, max(repetitions, 4)).items()}
+    reference = times["torch's"]
+    print(f"6. the loss over the vocabulary ({tuple(logits.shape)}, {logits.dtype} logits, fairseq's label-smoothed loss), "
+          "median ms, no profiler: " + ", ".join(f"{n} {statistics.median(t):.1f}" for n, t in passes.items()))
+    print("     the whole path, forward + backward (the chunks' gradients equal torch's), taking turns: "
+          + ", ".join(f"{n} {t:.1f} ms ({reference / t:.2f}x)" for n, t in times.items()))
+
+
 TRAIN_RUN = """
 import resource, subprocess, sys
 code = subprocess.call(sys.argv[2:], stdout=open(sys.argv[1] + ".log", "w"), stderr=subprocess.STDOUT)
@@ -396,6 +482,7 @@ def main(argv=None):
         print("4. training step under torch.compile: left out by --quick (compiling takes minutes)")
     else:
         compiled_step(model, batch, args.repeats)
+    loss_over_the_vocabulary(model, batch, REPETITIONS, compile_too=not args.quick)
 
 
 if __name__ == "__main__":
