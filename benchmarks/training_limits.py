@@ -28,7 +28,8 @@ the quickstart's model, batch (``--max-tokens 3000``) and recipe, ``--updates`` 
 setting in a process of its own, taking turns, in float32 and (a CPU with the units) bfloat16:
 fairseq-train's own words/s and the process's peak resident memory, as ratios. ``--dropout [RUN]``
 does the same in bfloat16 for its dropout's draws: torch's (``FCONV_DROPOUT=torch``) against
-16-bit draws (``FCONV_DROPOUT=16bit``, ``fconv_plugin/modules/dropout.py``).
+16-bit draws (``FCONV_DROPOUT=16bit``, ``fconv_plugin/modules/dropout.py``). ``--precision [RUN]``
+(a CPU with bfloat16 units) compares fairseq-train in float32 with the same run under ``--bf16``.
 
 ``--bf16`` (a CPU with bfloat16 units) measures the mixed-precision step that
 ``fairseq-train --cpu --bf16`` trains (``FConvModel.compute_in_``): part 1 becomes the
@@ -38,6 +39,7 @@ zero fills, the rest), float32 and bfloat16 side by side, and parts 2-4 run in b
     .venv/bin/python benchmarks/training_limits.py [--arch fconv_iwslt_de_en] [--bf16] [--kernels]
     .venv/bin/python benchmarks/training_limits.py --allocator [RUN] [--updates 120] [--repeats 2]
     .venv/bin/python benchmarks/training_limits.py --dropout [RUN] [--updates 120] [--repeats 2]
+    .venv/bin/python benchmarks/training_limits.py --precision [RUN] [--updates 120] [--repeats 2]
     .venv/bin/python benchmarks/training_limits.py --quick    # parts 1-3 and 6 at few repetitions: checks that they run
 """
 
@@ -48,8 +50,9 @@ import statistics
 import sys
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -353,10 +356,11 @@ class Comparison:
     it ran under (the benchmark refuses a child that does not), in the plugin's own words."""
 
     title: str
-    switch: str
+    switch: Optional[str]  # the environment variable set to each setting; None: ``options`` alone tell them apart
     settings: tuple  # (before, after): the reference first
     says: dict
     precisions: tuple
+    options: dict = field(default_factory=dict)  # fairseq-train's extra options under each setting
 
 
 # what else decides malloc's behaviour in a child: left out, so that each child measures the setting alone
@@ -367,6 +371,11 @@ ALLOCATOR = Comparison(
     # how fairseq-train's log begins the line of each setting (compat/cpu_training_memory, in host_memory's words)
     {"system": f"training on the CPU: {host_memory.SWITCH}=system", "reuse": f"training on the CPU: {host_memory.KEPT}"},
     ("float32", "bfloat16"))
+# the same model, data and batch in float32 and in mixed precision (fairseq-train --cpu --bf16: FConvModel.compute_in_)
+PRECISION = Comparison(
+    "float32 against --bf16 (bfloat16 products, float32 weights)", None, ("float32", "bfloat16"),
+    {"float32": "", "bfloat16": "fconv_plugin: --bf16 on the CPU"}, ("bfloat16",),
+    {"float32": (), "bfloat16": ("--bf16",)})
 DROPOUT = Comparison(
     f"{backend.DROPOUT_SWITCH}=torch (torch's Bernoulli draws) against 16bit (16-bit draws)", backend.DROPOUT_SWITCH,
     ("torch", "16bit"), {name: f"; dropout: {draws}" for name, draws in backend.DROPOUT_SETTINGS.items()},
@@ -391,7 +400,7 @@ def fairseq_train_turns(run: Path, updates: int, repeats: int, comparison: Compa
     before, after = comparison.settings
     precisions = [name for name in comparison.precisions if name == "float32" or precision.bf16_units()]
     if not precisions:
-        raise SystemExit(f"{comparison.switch} sets bfloat16's training; this CPU has no bfloat16 units "
+        raise SystemExit(f"{comparison.switch or '--bf16'} sets bfloat16's training; this CPU has no bfloat16 units "
                          f"({precision.UNIT_NAMES}): nothing to compare")
     print(f"5. fairseq-train, {updates} updates on {data_bin}, the quickstart's model and batch; "
           f"{comparison.title}, {repeats} turns each:")
@@ -403,9 +412,10 @@ def fairseq_train_turns(run: Path, updates: int, repeats: int, comparison: Compa
             for repeat in range(repeats):
                 for setting in harness.turns(comparison.settings, repeat):
                     log = Path(scratch) / f"{name}-{setting}-{repeat}"
-                    child = subprocess.run([sys.executable, "-c", TRAIN_RUN, str(log), *train,
-                                            *(["--bf16"] if name == "bfloat16" else [])],
-                                           capture_output=True, text=True, env={**environment, comparison.switch: setting})
+                    switched = {comparison.switch: setting} if comparison.switch else {}
+                    asked = comparison.options.get(setting, ("--bf16",) if name == "bfloat16" else ())
+                    child = subprocess.run([sys.executable, "-c", TRAIN_RUN, str(log), *train, *asked],
+                                           capture_output=True, text=True, env={**environment, **switched})
                     text = Path(str(log) + ".log").read_text() if Path(str(log) + ".log").exists() else ""
                     if child.returncode != 0 or child.stdout.split()[-1:] != ["0"]:
                         raise SystemExit(f"fairseq-train failed ({setting}, {name}):\n{child.stderr[-1000:]}{text[-3000:]}")
@@ -413,6 +423,10 @@ def fairseq_train_turns(run: Path, updates: int, repeats: int, comparison: Compa
                     said = comparison.says[setting]
                     if said not in text:  # the setting measured is the one the plugin applied
                         raise SystemExit(f"fairseq-train ({setting}, {name}) did not log {said!r}:\n{text[-3000:]}")
+                    others = [s for s in comparison.settings if s != setting and comparison.says[s]
+                              and comparison.says[s] not in comparison.says[setting]]
+                    if any(comparison.says[other] in text for other in others):
+                        raise SystemExit(f"fairseq-train ({setting}, {name}) logged another setting's line:\n{text[-3000:]}")
                     speeds = re.findall(r"\| train \| .*?\| wps ([\d.]+)", text)
                     if not speeds:
                         raise SystemExit(f"fairseq-train ({setting}, {name}) logged no epoch's words/s:\n{text[-3000:]}")
@@ -437,7 +451,10 @@ def main(argv=None):
                         help="part 5 alone: fairseq-train with and without the reuse of freed memory, on RUN's data-bin")
     parser.add_argument("--dropout", nargs="?", const=str(harness.LATEST), metavar="RUN",
                         help="part 5 alone: fairseq-train --bf16 with torch's dropout draws and with 16-bit draws, on RUN's data-bin")
-    parser.add_argument("--updates", type=int, default=120, help="--allocator, --dropout: fairseq-train's updates per run")
+    parser.add_argument("--precision", nargs="?", const=str(harness.LATEST), metavar="RUN",
+                        help="part 5 alone: fairseq-train in float32 and with --bf16, on RUN's data-bin")
+    parser.add_argument("--updates", type=int, default=120,
+                        help="--allocator, --dropout, --precision: fairseq-train's updates per run")
     parser.add_argument("--kernels-child", action="store_true", help=argparse.SUPPRESS)
     args = harness.parse(parser, argv)
     if args.bf16:
@@ -445,7 +462,7 @@ def main(argv=None):
             precision.check_cpu_bf16(precision.bf16_units(), "--bf16")  # training's own refusal
         except FConvError as refusal:
             parser.error(str(refusal))
-    for asked, comparison in ((args.allocator, ALLOCATOR), (args.dropout, DROPOUT)):
+    for asked, comparison in ((args.allocator, ALLOCATOR), (args.dropout, DROPOUT), (args.precision, PRECISION)):
         if asked:
             print(harness.machine())
             run = harness.quick_run() if args.quick else Path(asked).resolve()

@@ -123,3 +123,21 @@ def test_the_dropout_comparison_runs_fairseq_train_with_both_draws_where_the_cpu
                       result.stdout, flags=re.M)
     assert len(rows) == 1 and min(int(value) for value in rows[0][1:3] + rows[0][4:]) > 0, result.stdout
     assert "FCONV_DROPOUT=torch (torch's Bernoulli draws) against 16bit (16-bit draws)" in result.stdout
+
+
+def test_the_precision_comparison_runs_fairseq_train_in_float32_and_bf16_where_the_cpu_has_the_units(quickstart_run):
+    from fconv_plugin import precision
+
+    result = subprocess.run([str(warm_commands.bin_dir() / "python"), str(ROOT / "benchmarks" / "training_limits.py"),
+                             "--quick", "--precision"], cwd=ROOT, capture_output=True, text=True, timeout=900,
+                            env={**os.environ, "FCONV_QUICK_RUN": str(quickstart_run)})
+    if precision.bf16_units() is None:
+        assert result.returncode != 0
+        assert result.stderr.strip().splitlines()[-1].startswith("--bf16 sets bfloat16's training; this CPU has no bfloat16 units")
+        return
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # each float32 child logged no --bf16 line and each bfloat16 one logged it (the benchmark refuses either otherwise)
+    rows = re.findall(r"^     bfloat16: words/s (\d+) -> (\d+) \(([\d.]+)x\); peak resident memory (\d+) -> (\d+) MB",
+                      result.stdout, flags=re.M)
+    assert len(rows) == 1 and min(int(value) for value in rows[0][:2] + rows[0][3:]) > 0, result.stdout
+    assert "float32 against --bf16 (bfloat16 products, float32 weights)" in result.stdout
