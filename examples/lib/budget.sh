@@ -90,7 +90,7 @@ line = (f"budget spent: {outcome['updates']} updates in {outcome['trained_second
         f"{outcome['budget_seconds'] / 60:.2f} minutes ({why}), the last at learning rate "
         f"{outcome['last_update_lr']:.3g} ({outcome['last_update_lr'] / outcome['peak_lr']:.1%} of the peak), "
         f"annealed to {outcome['lr_after_it']:g}")
-if sys.argv[2]:
+if sys.argv[2] and int(sys.argv[2]) > 0:
     expected = int(sys.argv[2])
     line += f"; the speed probe expected {expected}: {100 * (outcome['updates'] - expected) / expected:+.1f}%"
 if outcome["pauses_left_to_the_end"]:

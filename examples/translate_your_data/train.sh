@@ -158,7 +158,11 @@ echo "  the recipe (recipe.json; set a knob to override):"
 python -c "import json
 for name, choice in json.load(open('recipe.json')).items():
     print(f\"    {name + ':':18s}{str(choice['value']):>8}   {choice['why']}\")"
-[ "$length" = minutes ] && updates=$expected_updates
+if [ "$length" = minutes ]; then
+    updates=$expected_updates
+    [ "$updates" -gt "$pauses" ] || fail "MINUTES=$minutes buys ~$updates update(s) here beside $pauses validation(s) along the way" \
+        "(the probe's figures above); give more minutes or fewer VALIDATIONS"
+fi
 read -r -a model_args <<< "$model_options ${ARCH_ARGS:-}"
 length_options 6
 
