@@ -101,6 +101,27 @@ def ended_within_its_budget(outcome: dict) -> bool:
     return over <= max(0.03 * outcome["budget_seconds"], beyond_plan) + 1e-9
 
 
+def budget_state(path):
+    """A checkpoint's budget plan state, fairseq's clock (seconds trained) and the checkpoint itself."""
+    checkpoint = load_raw_checkpoint(path)
+    return (checkpoint["optimizer_history"][-1]["lr_scheduler_state"]["budget"],
+            checkpoint["extra_state"]["previous_training_time"], checkpoint)
+
+
+def annealed_bound(state, outcome: dict, checkpoint) -> float:
+    """The most the last update of a budgeted run may train with: the linear decay's value (the run's
+    ``--decay-fraction``, by default all after ``--warmup-fraction``) for the budget's fraction left at the reading
+    that let it happen, counted from the first update's end, with a rounding's slack (the plan computes the same
+    value in another order). ``state`` and ``checkpoint`` as ``budget_state`` reads them, ``outcome`` the run's
+    ``time_budget.json``."""
+    schedule = checkpoint["cfg"]["lr_scheduler"]
+    decay = schedule["decay_fraction"] or 1 - schedule["warmup_fraction"]
+    budget, end, peak = outcome["budget_seconds"], outcome["end_learning_rate"], outcome["peak_lr"]
+    began = state["trained_seconds"] - outcome["last_update_seconds"]
+    spent = (began - state["first_update_seconds"]) / (budget - state["first_update_seconds"])
+    return (end + (peak - end) * (1 - spent) / decay) * (1 + 1e-9)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as s:

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from fconv_plugin.compat.training_budget import OUTCOME_FILE
-from tests.support import checkpoint_updates, ended_within_its_budget, free_port, load_raw_checkpoint
+from tests.support import annealed_bound, budget_state, checkpoint_updates, ended_within_its_budget, free_port
 from tests.tasks import BIN_DIR, PLUGIN_DIR, SMALL_MODEL, run_tool
 
 pytestmark = pytest.mark.slow  # trains models / runs fairseq's tools
@@ -35,21 +35,6 @@ def within_the_budget(state, outcome, budget):
     began = state["trained_seconds"] - outcome["last_update_seconds"]
     return (outcome["trained_seconds"] == state["trained_seconds"] and outcome["budget_seconds"] == budget
             and began < budget and ended_within_its_budget(outcome))
-
-
-def annealed_bound(state, outcome, budget, end):
-    """The most the last update may train with: the linear decay's value (decay 0.9 of the run) for the
-    budget's fraction left at the reading that let it happen, counted from the first update's end (with a
-    rounding's slack: the plan computes the same value in another order)."""
-    began = state["trained_seconds"] - outcome["last_update_seconds"]
-    spent = (began - state["first_update_seconds"]) / (budget - state["first_update_seconds"])
-    return (end + (0.003 - end) * (1 - spent) / 0.9) * (1 + 1e-9)
-
-
-def budget_state(path):
-    checkpoint = load_raw_checkpoint(path)
-    return (checkpoint["optimizer_history"][-1]["lr_scheduler_state"]["budget"],
-            checkpoint["extra_state"]["previous_training_time"], checkpoint)
 
 
 def _digests(save_dir):
@@ -87,7 +72,7 @@ def test_a_budgeted_run_ends_within_its_budget_anneals_and_says_what_it_reached(
     assert outcome["stopped_for"] == "time" and outcome["updates"] == updates
     assert outcome["trained_seconds"] == state["trained_seconds"] and outcome["budget_seconds"] == budget
     assert outcome["lr_after_it"] == outcome["end_learning_rate"] == 0.0
-    assert 0 < outcome["last_update_lr"] <= annealed_bound(state, outcome, budget, 0.0)  # the last update itself
+    assert 0 < outcome["last_update_lr"] <= annealed_bound(state, outcome, checkpoint)  # the last update itself
 
 
 def test_validations_inside_the_budget_anneal_to_a_nonzero_end_value_and_end_in_its_last_2_percent(word_task, tmp_path):
@@ -107,7 +92,7 @@ def test_validations_inside_the_budget_anneal_to_a_nonzero_end_value_and_end_in_
     outcome = json.loads((save_dir / OUTCOME_FILE).read_text())
     assert 0.98 * budget - typical <= state["trained_seconds"] and within_the_budget(state, outcome, budget)
     assert outcome["lr_after_it"] == outcome["end_learning_rate"] == 1e-5 and outcome["updates"] == state["updates"]
-    assert 1e-5 < outcome["last_update_lr"] <= annealed_bound(state, outcome, budget, 1e-5)
+    assert 1e-5 < outcome["last_update_lr"] <= annealed_bound(state, outcome, checkpoint)
 
 
 def test_a_resumed_budget_continues_its_clock_and_a_finished_one_trains_nothing(word_task, tmp_path):
