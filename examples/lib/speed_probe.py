@@ -73,11 +73,27 @@ def seconds_per_pause(trainer, task, cfg, batches: int = None) -> float:
     timed, scale = spread_sample([padded_tokens(dataset, b) for b in iterator.frozen_batches], batches)
     timed = set(timed)
     trainer.begin_valid_epoch(1)
-    started = time.perf_counter()
-    for position, sample in enumerate(iterator.next_epoch_itr(shuffle=False)):
+    # every batch is collated, as the run collates them; only the timed ones are validated, and only their steps
+    # are scaled to the set, after one untimed step on the first of them (its one-off costs are not every batch's)
+    collating = stepping = 0.0
+    batches = iter(iterator.next_epoch_itr(shuffle=False))
+    warmed_up = False
+    position = 0
+    while True:
+        started = time.perf_counter()
+        sample = next(batches, None)
+        collating += time.perf_counter() - started
+        if sample is None:
+            break
         if position in timed:
+            if not warmed_up:
+                trainer.valid_step(sample)
+                warmed_up = True
+            started = time.perf_counter()
             trainer.valid_step(sample)
-    validating = (time.perf_counter() - started) * scale
+            stepping += time.perf_counter() - started
+        position += 1
+    validating = collating + stepping * scale
     started = time.perf_counter()
     # beside the run's checkpoints (the same disk), copied as fairseq-train copies them (PathManager.copy: the
     # plugin's atomic copy where --user-dir loaded it); the files' removal is not timed
