@@ -1,13 +1,15 @@
 """The quality job: each row of README.md's results table, re-run at full size and compared with its figure.
 
-    .venv/bin/python -m pytest -m quality -n 0 tests/quality     # about 70 minutes on 2 cores
+    .venv/bin/python -m pytest -m quality -n 0 tests/quality     # 54 minutes on 2 AVX2 cores (2026-12-03)
 
 Not part of the default run or CI (pytest.ini deselects the marker): the rows train for
 600 to 3,000 updates. A float32 row must come within 0.1 BLEU / chrF or 0.2 ROUGE of the
-README (fairseq's runs bounded by updates are deterministic on the CPUs seen so far); a
-bfloat16 row within 0.5 on the units it names (the row is skipped,
-saying so, on other units), as must the int8 row (its products' rounding follows the CPU's
-int8 instructions). Each test reads its figure from README.md's row, so a row changed in
+README (fairseq's runs bounded by updates are deterministic on the CPUs seen so far); the int8
+row within 0.5 (its products' rounding follows the CPU's int8 instructions); the bfloat16 row
+within 0.9, the spread of three seeds of the quickstart in bf16 (27.92, 28.81, 28.58 BLEU and
+47.45 to 47.98 chrF, 2026-12-02, a 2-core AMD EPYC, Zen 5), on the units it names (the row is
+skipped, saying so, on other units): another CPU with the same units sums in another order,
+which moves the score as a new seed would. Each test reads its figure from README.md's row, so a row changed in
 the README is what is checked; the session ends with one table, README against now
 (conftest.py). The runs go to a scratch directory and are removed afterwards.
 """
@@ -29,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 QUICKSTART = ROOT / "examples" / "bible_es_en" / "quickstart.sh"
 SUMMARISE = ROOT / "examples" / "summarise_debian" / "summarise.sh"
-TOLERANCE = {"fp32": (0.1, 0.2), "bf16": (0.5, 0.5), "int8": (0.5, 0.5)}  # (BLEU and chrF, ROUGE)
+TOLERANCE = {"fp32": (0.1, 0.2), "bf16": (0.9, 0.9), "int8": (0.5, 0.5)}  # (BLEU and chrF, ROUGE)
 RESULTS = []  # (row, metric, README, now, tolerance): conftest.py prints them
 
 
