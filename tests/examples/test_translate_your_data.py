@@ -135,6 +135,16 @@ def test_validations_inside_the_minutes_are_timed_by_the_probe_and_taken_from_th
     assert 0 < outcome["last_update_lr"] <= annealed_bound(state, outcome, checkpoint)
 
 
+def test_minutes_that_the_validations_use_up_are_refused_in_one_line_before_training(corpus, tmp_path):
+    # 99,999 validations inside 1.2 minutes leave fewer updates than them on any CPU (a pause of 1 ms would)
+    result = _run(corpus, tmp_path / "run", UPDATES=None, MINUTES="1.2", MODEL="w128", VALIDATIONS="100000")
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert re.fullmatch(r"translate_your_data: error: MINUTES=1\.2 buys ~\d+ update\(s\) here beside 99999 validation\(s\) "
+                        r"along the way \(the probe's figures above\); give more minutes or fewer VALIDATIONS",
+                        result.stderr.strip().splitlines()[-1]), result.stderr
+    assert not (tmp_path / "run" / "checkpoints").exists()  # refused before fairseq-train
+
+
 def test_the_model_learns_more_than_copying_the_source(corpus, tmp_path):
     chosen = "bf16" if precision.bf16_units() else "fp32"
     result = _run(corpus, tmp_path / "run", ARCH="fconv_iwslt_de_en", **LEARNING)  # any architecture, given by name
