@@ -4,7 +4,9 @@
 
 Not part of the default run or CI (pytest.ini deselects the marker): the rows train for
 600 to 3,000 updates. A float32 row must come within 0.1 BLEU / chrF or 0.2 ROUGE of the
-README (fairseq's runs bounded by updates are deterministic on the CPUs seen so far); the int8
+README (fairseq's runs bounded by updates are deterministic for one set of torch's CPU kernels: the
+quickstart's gave the same figures with AVX2 and AVX512 ones, the summarisers' longer runs did not, so
+their rows are checked only with the kernels they name and skipped, saying so, elsewhere); the int8
 row within 0.5 (its products' rounding follows the CPU's int8 instructions); the bfloat16 row
 within 0.9, the spread of three seeds of the quickstart in bf16 (27.92, 28.81, 28.58 BLEU and
 47.45 to 47.98 chrF, 2026-12-02, a 2-core AMD EPYC, Zen 5), on the units it names (the row is
@@ -177,8 +179,32 @@ SUMMARY_ROWS = [
 ]
 
 
+def readme_row_kernels(row_start: str) -> str:
+    """The torch kernels (``torch.backends.cpu.get_cpu_capability()``) the README row says it was measured with."""
+    line = next(line for line in README.splitlines() if line.startswith(f"| {row_start}"))
+    found = re.search(r"measured with torch's (AVX512|AVX2|DEFAULT) kernels", line)
+    assert found, f"README's row '{row_start}' must say which of torch's kernels it was measured with"
+    return found.group(1)
+
+
+def summary_row_skip_reason(capability: str, row_capability: str):
+    """Why a float32 summary row cannot be checked where torch runs its ``capability`` kernels, or None where it
+    can: the summarisers' long float32 runs come out differently on another kernel set (2026-12-03 on AVX2 and
+    2026-12-07 on AVX512, the same code: 0.2 to 2.1 and 0.39 to 2.50 ROUGE below the rows of 2026-11-25)."""
+    if capability == row_capability:
+        return None
+    return (f"README's summary rows were measured with torch's {row_capability} kernels and this CPU runs its "
+            f"{capability} ones, which sum in another order: no figure for {capability} yet; measure one with "
+            "PRECISION=fp32 bash examples/summarise_debian/summarise.sh (CORPUS= as the row says)")
+
+
 @pytest.mark.parametrize("row,figure,knobs", SUMMARY_ROWS)
 def test_summaries(scratch, row, figure, knobs):
+    import torch
+
+    reason = summary_row_skip_reason(torch.backends.cpu.get_cpu_capability(), readme_row_kernels(row))
+    if reason:
+        pytest.skip(reason)
     stdout = run_example(SUMMARISE, scratch / f"summarise-{figure}-{len(knobs)}", PRECISION="fp32", **knobs)
     compare(f"summaries: {row[:24]}... [{figure}]", ["ROUGE-1", "ROUGE-2", "ROUGE-L"],
             readme_figures(row, figure + 1)[figure], summary_scores(stdout), "fp32", rouge=True)
