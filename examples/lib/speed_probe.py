@@ -76,12 +76,12 @@ def seconds_per_pause(trainer, task, cfg, batches: int = None) -> float:
     # every batch is collated, as the run collates them; only the timed ones are validated, and only their steps
     # are scaled to the set, after one untimed step on the first of them (its one-off costs are not every batch's)
     collating = stepping = 0.0
-    batches = iter(iterator.next_epoch_itr(shuffle=False))
+    samples = iter(iterator.next_epoch_itr(shuffle=False))
     warmed_up = False
     position = 0
     while True:
         started = time.perf_counter()
-        sample = next(batches, None)
+        sample = next(samples, None)
         collating += time.perf_counter() - started
         if sample is None:
             break

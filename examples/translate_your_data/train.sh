@@ -160,8 +160,12 @@ for name, choice in json.load(open('recipe.json')).items():
     print(f\"    {name + ':':18s}{str(choice['value']):>8}   {choice['why']}\")"
 if [ "$length" = minutes ]; then
     updates=$expected_updates
-    [ "$updates" -gt "$pauses" ] || fail "MINUTES=$minutes buys ~$updates update(s) here beside $pauses validation(s) along the way" \
-        "(the probe's figures above); give more minutes or fewer VALIDATIONS"
+    if [ "$pauses" -gt 0 ]; then
+        [ "$updates" -gt "$pauses" ] || fail "MINUTES=$minutes buys ~$updates update(s) here beside $pauses validation(s)" \
+            "along the way (the probe's figures above); give more minutes or fewer VALIDATIONS"
+    else
+        [ "$updates" -gt 0 ] || fail "MINUTES=$minutes buys no update here (the probe's figures above); give more minutes"
+    fi
 fi
 read -r -a model_args <<< "$model_options ${ARCH_ARGS:-}"
 length_options 6

@@ -6,7 +6,7 @@ Not part of the default run or CI (pytest.ini deselects the marker): the rows tr
 600 to 3,000 updates. A float32 row must come within 0.1 BLEU / chrF or 0.2 ROUGE of the
 README (fairseq's runs bounded by updates are deterministic for one set of torch's CPU kernels: the
 quickstart's gave the same figures with AVX2 and AVX512 ones, the summarisers' longer runs did not, so
-their rows are checked only with the kernels they name and skipped, saying so, elsewhere); the int8
+their rows are checked only with the kernels and CPU vendor they name and skipped, saying so, elsewhere); the int8
 row within 0.5 (its products' rounding follows the CPU's int8 instructions); the bfloat16 row
 within 0.9, the spread of three seeds of the quickstart in bf16 (27.92, 28.81, 28.58 BLEU and
 47.45 to 47.98 chrF, 2026-12-02, a 2-core AMD EPYC, Zen 5), on the units it names (the row is
@@ -179,30 +179,43 @@ SUMMARY_ROWS = [
 ]
 
 
-def readme_row_kernels(row_start: str) -> str:
-    """The torch kernels (``torch.backends.cpu.get_cpu_capability()``) the README row says it was measured with."""
+VENDORS = {"AuthenticAMD": "AMD", "GenuineIntel": "Intel"}  # the kernel's vendor_id, as the README names it
+
+
+def readme_row_kernels(row_start: str):
+    """(torch's kernels, the CPU's vendor) the README row says it was measured with ("measured with torch's AVX512
+    kernels on an AMD CPU"): torch's own loops follow ``torch.backends.cpu.get_cpu_capability()``, the float32
+    products MKL's code for the vendor."""
     line = next(line for line in README.splitlines() if line.startswith(f"| {row_start}"))
-    found = re.search(r"measured with torch's (AVX512|AVX2|DEFAULT) kernels", line)
-    assert found, f"README's row '{row_start}' must say which of torch's kernels it was measured with"
-    return found.group(1)
+    found = re.search(r"measured with torch's (\w+) kernels on an? (AMD|Intel) CPU", line)
+    assert found, f"README's row '{row_start}' must say which of torch's kernels, on which vendor's CPU, it was measured with"
+    return found.groups()
 
 
-def summary_row_skip_reason(capability: str, row_capability: str):
-    """Why a float32 summary row cannot be checked where torch runs its ``capability`` kernels, or None where it
-    can: the summarisers' long float32 runs come out differently on another kernel set (2026-12-03 on AVX2 and
-    2026-12-07 on AVX512, the same code: 0.2 to 2.1 and 0.39 to 2.50 ROUGE below the rows of 2026-11-25)."""
-    if capability == row_capability:
+def this_cpus_kernels():
+    """(torch's kernels, the CPU's vendor) here, as ``readme_row_kernels`` reads a row's."""
+    import torch
+
+    from fconv_plugin import backend
+
+    return torch.backends.cpu.get_cpu_capability(), VENDORS.get(backend.cpu_vendor(), "another vendor's")
+
+
+def summary_row_skip_reason(here, row):
+    """Why a float32 summary row cannot be checked on a CPU whose (kernels, vendor) are ``here``, or None where it
+    can: the summarisers' long float32 runs come out differently with other kernels (2026-12-03, AVX2, and
+    2026-12-07, AVX512, both AMD, the same code: 0.2 to 2.1 and 0.39 to 2.50 ROUGE below the rows of 2026-11-25)."""
+    if tuple(here) == tuple(row):
         return None
-    return (f"README's summary rows were measured with torch's {row_capability} kernels and this CPU runs its "
-            f"{capability} ones, which sum in another order: no figure for {capability} yet; measure one with "
-            "PRECISION=fp32 bash examples/summarise_debian/summarise.sh (CORPUS= as the row says)")
+    return (f"README's summary rows were measured with torch's {row[0]} kernels on an {row[1]} CPU and this one runs "
+            f"{here[0]} kernels on {'an ' + here[1] if here[1] in VENDORS.values() else here[1]} CPU, which sum in "
+            "another order: no figure for it yet; measure one with PRECISION=fp32 bash "
+            "examples/summarise_debian/summarise.sh (CORPUS= as the row says)")
 
 
 @pytest.mark.parametrize("row,figure,knobs", SUMMARY_ROWS)
 def test_summaries(scratch, row, figure, knobs):
-    import torch
-
-    reason = summary_row_skip_reason(torch.backends.cpu.get_cpu_capability(), readme_row_kernels(row))
+    reason = summary_row_skip_reason(this_cpus_kernels(), readme_row_kernels(row))
     if reason:
         pytest.skip(reason)
     stdout = run_example(SUMMARISE, scratch / f"summarise-{figure}-{len(knobs)}", PRECISION="fp32", **knobs)
