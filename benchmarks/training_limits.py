@@ -326,6 +326,7 @@ def loss_over_the_vocabulary(model, batch, repetitions, compile_too=True):
     forms = {"torch's": lambda x: torch.log_softmax(x.float(), -1), "in row chunks": ChunkedLogSoftmax.apply}
     if compile_too:
         forms["torch.compile"] = torch.compile(forms["torch's"], dynamic=True)
+
     def call(form):
         logits.grad = None  # each call's gradient is new, none accumulated into the last one
         label_smoothed_loss(form(logits), target).backward()
