@@ -160,6 +160,9 @@ def test_the_model_learns_more_than_copying_the_source(corpus, tmp_path):
     # shown while training: validation with BLEU, 4 times
     lines = result.stdout.splitlines()
     assert len([line for line in lines if "| valid on 'valid' subset |" in line and "| bleu " in line]) == 4
+    # saved at those 4 validations only (the last at the stop), not at each of the ~100 epochs' ends (400 verses)
+    log = (tmp_path / "run" / "train.log").read_text(encoding="utf-8")
+    assert len(re.findall(r"\| Saved checkpoint ", log)) == 4 and "epoch 050" in log, log[-3000:]
 
 
 def test_a_run_that_learns_nothing_does_not_beat_copying(corpus, tmp_path):
