@@ -14,7 +14,10 @@ For one architecture (random weights, bench_fconv.py's training batch, 2 threads
    decoder's logits (``--bf16``: bfloat16 logits, a float32 loss), without the profiler:
    each of its passes timed on its own (the cast, the log-softmax, the loss, their
    backwards), and the whole path in three forms taking turns: torch's (what runs), in row
-   chunks that keep the float32 rows in cache, and under torch.compile (not with --quick).
+   chunks that keep the float32 rows in cache, and under torch.compile (not with --quick);
+7. (``--bf16``) the whole step with that path fused, one compiled pass each way from the bfloat16
+   logits (``benchmarks/fused_log_softmax.cpp``, compiled here for this CPU) against torch's,
+   taking turns: what a second form of the loss path would pay end to end.
 
 ``--kernels`` adds part 0: which library kernel runs each matrix product of the step, and its
 share, read from the libraries' own logs in a child process (``ONEDNN_VERBOSE=1`` names
@@ -34,7 +37,7 @@ does the same in bfloat16 for its dropout's draws: torch's (``FCONV_DROPOUT=torc
 ``--bf16`` (a CPU with bfloat16 units) measures the mixed-precision step that
 ``fairseq-train --cpu --bf16`` trains (``FConvModel.compute_in_``): part 1 becomes the
 step's self time by part (products, dropout, log-softmax, copies and casts, weight norm,
-zero fills, the rest), float32 and bfloat16 side by side, and parts 2-4 run in bfloat16.
+zero fills, the rest), float32 and bfloat16 side by side, parts 2-4 and 6 run in bfloat16, and part 7 is added.
 
     .venv/bin/python benchmarks/training_limits.py [--arch fconv_iwslt_de_en] [--bf16] [--kernels]
     .venv/bin/python benchmarks/training_limits.py --allocator [RUN] [--updates 120] [--repeats 2]
@@ -347,6 +350,69 @@ def loss_over_the_vocabulary(model, batch, repetitions, compile_too=True):
           + ", ".join(f"{n} {t:.1f} ms ({reference / t:.2f}x)" for n, t in times.items()))
 
 
+def fused_log_softmax():
+    """Part 7's candidate: benchmarks/fused_log_softmax.cpp compiled here as the compiled loops are (for this CPU:
+    -march=native), as an autograd function of bfloat16 logits giving float32 log-probabilities."""
+    import importlib.util
+    import tempfile
+
+    from fconv_plugin.native.build import OPENMP, compile_extension
+
+    with tempfile.TemporaryDirectory() as scratch:  # the module stays loaded once its file is gone
+        built = compile_extension("fused_log_softmax", str(Path(__file__).resolve().parent / "fused_log_softmax.cpp"),
+                                  OPENMP + ["-march=native"], scratch)
+        spec = importlib.util.spec_from_file_location("fused_log_softmax", built)
+        kernels = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(kernels)
+
+    class FusedLogSoftmax(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, logits):
+            out = kernels.forward(logits.reshape(-1, logits.size(-1)).contiguous())
+            ctx.save_for_backward(out)
+            return out.view(logits.shape)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (out,) = ctx.saved_tensors
+            return kernels.backward(grad.reshape(out.shape).contiguous(), out).view(grad.shape)
+
+    return FusedLogSoftmax.apply
+
+
+def step_with_the_fused_loss_path(model, batch, repetitions):
+    """Part 7 (bfloat16): the whole training step with fairseq's label-smoothed loss, the log-softmax over the
+    vocabulary torch's (cast, log-softmax, its backward, cast back) or one compiled pass each way, taking turns:
+    what a second form of the loss path would pay end to end (the bar: 10%)."""
+    sample, prev, target = batch
+    forms = {"torch's": lambda logits: torch.log_softmax(logits.float(), -1), "fused": fused_log_softmax()}
+
+    def step(form):
+        model.zero_grad(set_to_none=True)
+        logits = model(sample["src_tokens"], sample["src_lengths"], prev)[0]
+        label_smoothed_loss(form(logits), target).backward()
+
+    with torch.no_grad():
+        logits = model(sample["src_tokens"], sample["src_lengths"], prev)[0]
+    gradients, losses = {}, {}
+    for name, form in forms.items():
+        leaf = logits.detach().requires_grad_()
+        loss = label_smoothed_loss(form(leaf), target)
+        loss.backward()
+        gradients[name], losses[name] = leaf.grad.float(), loss.item()
+    gap = (gradients["fused"] - gradients["torch's"]).abs().max() / gradients["torch's"].abs().max()
+    if gap > 0.01 or abs(losses["fused"] - losses["torch's"]) > 1e-5 * abs(losses["torch's"]):
+        raise SystemExit(f"7. the fused log-softmax's loss or gradient is not torch's (losses {losses}; gradient "
+                         f"{gap:.1%} of the largest away): no candidate")
+    times = {name: statistics.median(seconds) * 1e3 for name, seconds in
+             harness.take_turns({name: (lambda form=form: step(form)) for name, form in forms.items()},
+                                max(repetitions, 4)).items()}
+    reference, fused = times["torch's"], times["fused"]
+    print(f"7. the training step with the log-softmax over the vocabulary fused (benchmarks/fused_log_softmax.cpp; "
+          f"its gradient within {gap:.1e} x the largest of torch's), taking turns: torch's {reference:.1f} ms, "
+          f"fused {fused:.1f} ms ({reference / fused:.3f}x)")
+
+
 TRAIN_RUN = """
 import resource, subprocess, sys
 code = subprocess.call(sys.argv[2:], stdout=open(sys.argv[1] + ".log", "w"), stderr=subprocess.STDOUT)
@@ -504,6 +570,8 @@ def main(argv=None):
     else:
         compiled_step(model, batch, args.repeats)
     loss_over_the_vocabulary(model, batch, REPETITIONS, compile_too=not args.quick)
+    if args.bf16:
+        step_with_the_fused_loss_path(model, batch, args.repeats)
 
 
 if __name__ == "__main__":

@@ -38,11 +38,18 @@ def write_report(loops: Dict[str, Optional[str]], openmp: bool, torch_version: O
 
 
 def _compile(name: str, flags: Sequence[str], scratch: str) -> str:
-    """Loop ``name`` compiled by torch's cpp_extension (setuptools, no ninja); the built file."""
+    """Loop ``name`` compiled with the loops' flags; the built file."""
+    return compile_extension(f"fconv_plugin.native._{name}", os.path.join(HERE, f"{name}.cpp"), flags, scratch)
+
+
+def compile_extension(module: str, source: str, flags: Sequence[str], scratch: str) -> str:
+    """One C++ file compiled by torch's cpp_extension (setuptools, no ninja) into ``scratch``, with
+    ``COMPILE_ARGS`` and ``flags``, as the Python module ``module``; the built file. The loops' build,
+    and benchmarks' candidates compiled on the machine they measure."""
     from setuptools import Distribution
     from torch.utils.cpp_extension import BuildExtension, CppExtension
 
-    extension = CppExtension(f"fconv_plugin.native._{name}", [os.path.join(HERE, f"{name}.cpp")], include_dirs=[HERE],
+    extension = CppExtension(module, [source], include_dirs=[HERE],
                              extra_compile_args=COMPILE_ARGS + list(flags), extra_link_args=list(flags))
     distribution = Distribution({"name": "fconv_plugin_loops", "ext_modules": [extension],
                                  "cmdclass": {"build_ext": BuildExtension.with_options(use_ninja=False)}})
