@@ -132,11 +132,10 @@ else
 fi
 step "5/8 fairseq-train --user-dir fconv_plugin --arch fconv_iwslt_de_en: $plan, recipe $recipe, $precision
     (progress every $log_every updates, validation BLEU every $validate_every)"
-# saved at each validation and at the stop; an epoch's end saves nothing (--save-interval): a pause for no reader
 fairseq-train data-bin --user-dir "$repo/fconv_plugin" "${model[@]}" "${optimiser[@]}" "${length_args[@]}" "${train_precision[@]}" \
     --seed "$seed" \
     --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" --keep-interval-updates 1 \
-    --no-epoch-checkpoints --save-dir checkpoints --save-interval 1000 \
+    --no-epoch-checkpoints --save-dir checkpoints \
     "${validating[@]}" --validate-interval 1000 --log-format simple --log-interval "$log_every" 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
 reached=$(updates_reached train.log)

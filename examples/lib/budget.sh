@@ -67,8 +67,11 @@ length_options() {  # length_options N: fairseq-train's options for UPDATES or M
         length_args=(--lr-scheduler polynomial_decay --warmup-updates "$(( updates / $1 ))" --total-num-update "$updates"
                      --end-learning-rate 0 --max-update "$updates")
     else
+        # saved at the validations and the stop, not at each epoch's end (fairseq's --save-interval 1): inside
+        # the minutes such a save is a pause the speed probe does not time
         length_args=(--lr-scheduler time_budget --budget-minutes "$train_minutes"
-                     --warmup-fraction "$(python -c "import sys; print(f'{1 / int(sys.argv[1]):.4f}')" "$1")" --end-learning-rate 0)
+                     --warmup-fraction "$(python -c "import sys; print(f'{1 / int(sys.argv[1]):.4f}')" "$1")" --end-learning-rate 0
+                     --save-interval 1000000)
     fi
 }
 

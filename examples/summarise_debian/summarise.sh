@@ -133,11 +133,10 @@ else
 fi
 step "3/7 fairseq-train --arch $arch: $plan, $precision (progress every $log_every)"
 train_start=$(date +%s)
-# saved at each validation and at the stop; an epoch's end saves nothing (--save-interval): a pause for no reader
 fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_args[@]}" "${objective[@]}" \
     "${length_args[@]}" "${train_precision[@]}" --max-tokens "$max_tokens" --seed "$seed" --required-batch-size-multiple 1 \
     --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" \
-    --keep-interval-updates "$validations" --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000 --save-interval 1000 \
+    --keep-interval-updates "$validations" --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000 \
     --log-format simple --log-interval "$log_every" 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || fail "fairseq-train failed (log: $work/train.log)"
 train_seconds=$(( $(date +%s) - train_start ))

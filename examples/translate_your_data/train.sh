@@ -182,12 +182,11 @@ else
     plan="$updates updates"
 fi
 step "5/7 fairseq-train $model: $plan, $precision (progress every $log_every, $validation_plan)"
-# saved at each validation and at the stop; an epoch's end saves nothing (--save-interval): a pause for no reader
 fairseq-train data-bin --user-dir "$repo/fconv_plugin" "${model_args[@]}" "${train_precision[@]}" "${objective[@]}" \
     --lr "$lr" --dropout "$dropout" "${length_args[@]}" --max-tokens "$max_tokens" --seed "$seed" \
     --required-batch-size-multiple 1 --max-tokens-valid "$max_tokens" "${validating[@]}" \
     --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" --keep-interval-updates 1 \
-    --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000000 --save-interval 1000000 \
+    --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000000 \
     --log-format simple --log-interval "$log_every" 2>&1 | tee train.log | training_progress || true
 grep -q "done training" train.log || { tail -n 20 train.log; fail "fairseq-train failed (log: $work/train.log)"; }
 reached=$(updates_reached train.log)
