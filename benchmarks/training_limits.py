@@ -351,8 +351,9 @@ def loss_over_the_vocabulary(model, batch, repetitions, compile_too=True):
 
 
 def fused_log_softmax():
-    """Part 7's candidate: benchmarks/fused_log_softmax.cpp compiled here as the compiled loops are (for this CPU:
-    -march=native), as an autograd function of bfloat16 logits giving float32 log-probabilities."""
+    """Part 7's candidate: benchmarks/fused_log_softmax.cpp compiled here by the compiled loops' build, with
+    -march=native besides (the loops are built for any CPU of their class: this is the candidate's best case), as
+    an autograd function of bfloat16 logits giving float32 log-probabilities."""
     import importlib.util
     import tempfile
 
@@ -385,7 +386,14 @@ def step_with_the_fused_loss_path(model, batch, repetitions):
     vocabulary torch's (cast, log-softmax, its backward, cast back) or one compiled pass each way, taking turns:
     what a second form of the loss path would pay end to end (the bar: 10%)."""
     sample, prev, target = batch
-    forms = {"torch's": lambda logits: torch.log_softmax(logits.float(), -1), "fused": fused_log_softmax()}
+    try:
+        fused_form = fused_log_softmax()
+    except Exception as error:  # no compiler, or one without OpenMP (at::parallel_for would run on one thread)
+        lines = [line for line in str(error).splitlines() if line.strip()]
+        print(f"7. not run: benchmarks/fused_log_softmax.cpp did not compile here ({type(error).__name__}: "
+              f"{lines[0] if lines else ''}); the loops' build needs a C++ compiler with OpenMP")
+        return
+    forms = {"torch's": lambda logits: torch.log_softmax(logits.float(), -1), "fused": fused_form}
 
     def step(form):
         model.zero_grad(set_to_none=True)

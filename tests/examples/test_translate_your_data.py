@@ -136,7 +136,7 @@ def test_validations_inside_the_minutes_are_timed_by_the_probe_and_taken_from_th
     budget, typical = outcome["budget_seconds"], outcome["typical_update_seconds"]
     assert 0.98 * budget - typical <= outcome["trained_seconds"] and ended_within_its_budget(outcome), outcome
     assert 0 < outcome["last_update_lr"] <= annealed_bound(state, outcome, checkpoint)
-    # a checkpoint at each validation (the last at the stop), none at the epochs' ends (8 batches an epoch here):
+    # a checkpoint at each validation (the last at the stop), none at the epochs' ends (400 verses: a few batches each):
     # inside the minutes such a save would be a pause the probe does not time
     log = (work / "train.log").read_text(encoding="utf-8")
     validations = len(re.findall(r"\| valid on 'valid' subset \|", log))
