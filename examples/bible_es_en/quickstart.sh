@@ -142,7 +142,7 @@ reached=$(updates_reached train.log)
 trained="$reached updates"
 if [ "$length" = minutes ]; then
     trained="$reached updates in $train_minutes minutes (UPDATES=$reached reruns them anywhere)"
-    echo "  $(budget_outcome checkpoints "$updates")"
+    echo "  $(budget_outcome checkpoints "$updates" "$(cut -f2 probe.tsv)")"
 fi
 python "$here/plot_training.py" train.log training.png "fconv_iwslt_de_en, Bible es-en, $trained, $recipe, $precision"
 

@@ -13,9 +13,10 @@
 #     length_options 6           # the fairseq-train options, warming up over 1/6: sets length_args
 #     updates_that_fit M S [P V] # prints the updates M minutes buy at S s per update, P pauses of V s inside
 #                                # them taken first (the budget's own rule)
-#     budget_outcome checkpoints [EXPECTED]
+#     budget_outcome checkpoints [EXPECTED [PROBED]]
 #                                # prints what a MINUTES run reached, from the file fconv_plugin writes
-#                                # beside the checkpoints at the stop (time_budget.json), against EXPECTED
+#                                # beside the checkpoints at the stop (time_budget.json), against EXPECTED,
+#                                # with the run's seconds per update (pauses apart) beside the probe's PROBED
 #     updates_reached train.log  # prints the updates the run reached
 #     progress_interval          # a progress line every tenth of the updates, 1 to 100: sets log_every
 
@@ -82,8 +83,8 @@ print(max(1, updates_that_fit(float(sys.argv[1]) * 60, float(sys.argv[2]), pause
                               seconds_per_pause=float(sys.argv[4]))))" "$1" "$2" "${3:-0}" "${4:-0}"
 }
 
-budget_outcome() {  # budget_outcome SAVE_DIR [EXPECTED_UPDATES]: one line on what the budget reached
-    python - "$1/time_budget.json" "${2:-}" <<'PY'
+budget_outcome() {  # budget_outcome SAVE_DIR [EXPECTED_UPDATES [PROBED_SECONDS_PER_UPDATE]]: one line on what the budget reached
+    python - "$1/time_budget.json" "${2:-}" "${3:-}" <<'PY'
 import json, os, sys
 if not os.path.exists(sys.argv[1]):
     sys.exit(print(f"budget: fconv_plugin wrote no {sys.argv[1]}: the run did not stop by its budget (see train.log)"))
@@ -96,6 +97,10 @@ line = (f"budget spent: {outcome['updates']} updates in {outcome['trained_second
 if sys.argv[2] and int(sys.argv[2]) > 0:
     expected = int(sys.argv[2])
     line += f"; the speed probe expected {expected}: {100 * (outcome['updates'] - expected) / expected:+.1f}%"
+    # where a gap comes from: the machine's pace over the run (its pauses apart) against the probe's few updates
+    pace = (outcome["trained_seconds"] - outcome["pause_seconds"]) / max(outcome["updates"], 1)
+    line += f" (the run's updates took {pace:.4f} s each"
+    line += f", the probe's {float(sys.argv[3]):.4f})" if sys.argv[3] else ")"
 if outcome["pauses_left_to_the_end"]:
     line += f"; {outcome['pauses_left_to_the_end']} validation(s) near the end left to the final one"
 print(line)

@@ -142,7 +142,7 @@ grep -q "done training" train.log || fail "fairseq-train failed (log: $work/trai
 train_seconds=$(( $(date +%s) - train_start ))
 expected_updates=$updates
 updates=$(updates_reached train.log)
-[ "$length" = minutes ] && echo "  $(budget_outcome checkpoints "$expected_updates")"
+[ "$length" = minutes ] && echo "  $(budget_outcome checkpoints "$expected_updates" "$(cut -f2 probe.tsv)")"
 
 generate() {  # [checkpoint=C] generate SUBSET OUT extra-options...: detokenised summaries, one per line, in order
     local subset=$1 out=$2
