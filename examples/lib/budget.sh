@@ -16,7 +16,8 @@
 #     budget_outcome checkpoints [EXPECTED [PROBED]]
 #                                # prints what a MINUTES run reached, from the file fconv_plugin writes
 #                                # beside the checkpoints at the stop (time_budget.json), against EXPECTED,
-#                                # with the run's seconds per update (pauses apart) beside the probe's PROBED
+#                                # with the run's seconds per update (pauses apart) beside the probe's PROBED,
+#                                # and its pauses (validations, saves, epochs' starts, stalls)
 #     updates_reached train.log  # prints the updates the run reached
 #     progress_interval          # a progress line every tenth of the updates, 1 to 100: sets log_every
 
@@ -97,10 +98,14 @@ line = (f"budget spent: {outcome['updates']} updates in {outcome['trained_second
 if sys.argv[2] and int(sys.argv[2]) > 0:
     expected = int(sys.argv[2])
     line += f"; the speed probe expected {expected}: {100 * (outcome['updates'] - expected) / expected:+.1f}%"
-    # where a gap comes from: the machine's pace over the run (its pauses apart) against the probe's few updates
-    pace = (outcome["trained_seconds"] - outcome["pause_seconds"]) / max(outcome["updates"], 1)
-    line += f" (the run's updates took {pace:.4f} s each"
-    line += f", the probe's {float(sys.argv[3]):.4f})" if sys.argv[3] else ")"
+    # where a gap comes from: the run's own pace (its pauses apart) against the probe's few updates, and its pauses
+    if outcome.get("mean_update_seconds") is not None:
+        line += f" (the run's updates took {outcome['mean_update_seconds']:.4f} s each"
+        try:
+            line += f", the probe's {float(sys.argv[3]):.4f}" if sys.argv[3] else ""
+        except ValueError:
+            pass  # not one probe's figure: the run's alone
+        line += f"; its {outcome['pauses']} pause(s) {outcome['pause_seconds']:.1f} s)"
 if outcome["pauses_left_to_the_end"]:
     line += f"; {outcome['pauses_left_to_the_end']} validation(s) near the end left to the final one"
 print(line)

@@ -266,6 +266,15 @@ class BudgetPlan:
         """Seconds of this budget spent at the latest update."""
         return 0.0 if self.update_clock is None else self.update_clock - self.origin_clock
 
+    def mean_update_seconds(self) -> Optional[float]:
+        """The updates' own pace over this budget: seconds from its first update to its latest, the
+        pauses apart, per update (what a speed probe's seconds per update foretell; the start-up before
+        the first update is left out, a resumed run's restart is in); None before a second update."""
+        timed = self.updates - self.origin_updates - 1
+        if timed < 1 or self.update_clock is None or self.first_update_clock is None:
+            return None
+        return (self.update_clock - self.first_update_clock - self.pause_seconds) / timed
+
     def summary(self) -> str:
         spent = self.spent_seconds()
         return f"{self.updates} updates in {minutes_text(spent)} of training (budget {minutes_text(self.seconds)})"

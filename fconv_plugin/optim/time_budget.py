@@ -97,7 +97,7 @@ class TimeBudgetSchedule(FairseqLRScheduler):
             "trained_seconds": plan.spent_seconds(), "budget_seconds": plan.seconds,
             "last_update_lr": self.last_update_lr, "lr_after_it": self.optimizer.get_lr(),
             "peak_lr": self.peak, "end_learning_rate": self.end,
-            "pauses": plan.pauses, "pause_seconds": plan.pause_seconds,
+            "pauses": plan.pauses, "pause_seconds": plan.pause_seconds, "mean_update_seconds": plan.mean_update_seconds(),
             "pauses_left_to_the_end": self.pauses_left_to_the_end, "typical_update_seconds": plan.typical_interval(),
             "last_update_seconds": plan.last_interval, "last_update_planned_seconds": plan.last_update_planned,
             "final_validation_and_save_seconds": final_seconds,

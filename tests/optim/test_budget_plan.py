@@ -175,6 +175,30 @@ def test_validations_inside_the_budget_end_at_the_end_value_within_the_last_2_pe
     assert 0.98 * 205.0 - 1.0 <= clock <= 205.0 and lrs[max(lrs)] == 0.0
 
 
+def test_the_runs_own_seconds_per_update_leave_out_the_start_up_and_the_pauses():
+    """What the examples print beside the probe's figure, with 8 s validations after updates 20, 40 and 60
+    and a 5 s start-up: 1 s updates train at 1 s each. Where the updates alternate 1 and 2 s, the mean of
+    their own intervals, but for the update inside each pause, which counts at the typical length (the
+    plan cannot tell the update's part of that interval from the pause's)."""
+    pauses = {20: 8.0, 40: 8.0, 60: 8.0}
+    schedule = schedule_of(300.0)
+    assert schedule.plan.mean_update_seconds() is None  # no update yet
+    run(schedule, lambda u: 1.0, pause_at=pauses)
+    assert schedule.plan.pauses == 3 and schedule.plan.mean_update_seconds() == pytest.approx(1.0, rel=1e-9)
+
+    def interval(u):
+        return 1.0 if u % 2 else 2.0
+
+    schedule = schedule_of(300.0)
+    lrs, _ = run(schedule, interval, pause_at=pauses)
+    last = max(lrs)
+    expected = sum(interval(u) for u in range(2, last + 1)) / (last - 1)  # update 1's interval holds the start-up
+    assert schedule.plan.pauses == 3
+    assert abs(schedule.plan.mean_update_seconds() - expected) <= 3 * (2.0 - 1.0) / (last - 1) + 1e-9
+    assert schedule.outcome(schedule.plan.decide(last, schedule.plan.clock), 0.0)["mean_update_seconds"] == \
+        schedule.plan.mean_update_seconds()
+
+
 def test_a_first_pause_near_the_end_whose_length_is_not_known_yet_is_left_to_the_end():
     schedule = schedule_of(115.0)  # 110 updates fit; a 30 s validation after update 107, the first of the run
     lrs, clock = run(schedule, lambda u: 1.0, pause_at={107: 30.0})
