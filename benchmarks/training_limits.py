@@ -29,7 +29,9 @@ MKL's calls, and its banner the processor class it serves); what runs in neither
 ``fairseq-train`` on a quickstart run's data-bin (default ``examples/bible_es_en/runs/latest``),
 the quickstart's model, batch (``--max-tokens 3000``) and recipe, ``--updates`` updates, each
 setting in a process of its own, taking turns, in float32 and (a CPU with the units) bfloat16:
-fairseq-train's own words/s and the process's peak resident memory, as ratios. ``--dropout [RUN]``
+fairseq-train's own words/s and the process's peak resident memory, as ratios. ``--tcmalloc [RUN]``
+does the same for glibc's heap kept for reuse (``FCONV_ALLOCATOR=reuse``) against tcmalloc, preloaded
+as the examples start fairseq-train where it is installed (``FCONV_ALLOCATOR=tcmalloc``). ``--dropout [RUN]``
 does the same in bfloat16 for its dropout's draws: torch's (``FCONV_DROPOUT=torch``) against
 16-bit draws (``FCONV_DROPOUT=16bit``, ``fconv_plugin/modules/dropout.py``). ``--precision [RUN]``
 (a CPU with bfloat16 units) compares fairseq-train in float32 with the same run under ``--bf16``.
@@ -41,6 +43,7 @@ zero fills, the rest), float32 and bfloat16 side by side, parts 2-4 and 6 run in
 
     .venv/bin/python benchmarks/training_limits.py [--arch fconv_iwslt_de_en] [--bf16] [--kernels]
     .venv/bin/python benchmarks/training_limits.py --allocator [RUN] [--updates 120] [--repeats 2]
+    .venv/bin/python benchmarks/training_limits.py --tcmalloc [RUN] [--updates 600] [--repeats 2]
     .venv/bin/python benchmarks/training_limits.py --dropout [RUN] [--updates 120] [--repeats 2]
     .venv/bin/python benchmarks/training_limits.py --precision [RUN] [--updates 120] [--repeats 2]
     .venv/bin/python benchmarks/training_limits.py --quick    # parts 1-3 and 6 at few repetitions: checks that they run
@@ -439,6 +442,7 @@ class Comparison:
     says: dict
     precisions: tuple
     options: dict = field(default_factory=dict)  # fairseq-train's extra options under each setting
+    preloaded: tuple = ()  # the settings whose child starts with the allocator the examples preload (LD_PRELOAD)
 
 
 # what else decides malloc's behaviour in a child: left out, so that each child measures the setting alone
@@ -449,6 +453,11 @@ ALLOCATOR = Comparison(
     # how fairseq-train's log begins the line of each setting (compat/cpu_training_memory, in host_memory's words)
     {"system": f"training on the CPU: {host_memory.SWITCH}=system", "reuse": f"training on the CPU: {host_memory.KEPT}"},
     ("float32", "bfloat16"))
+TCMALLOC = Comparison(
+    "FCONV_ALLOCATOR=reuse (glibc's heap kept) against tcmalloc (preloaded, as the examples start fairseq-train)",
+    host_memory.SWITCH, ("reuse", "tcmalloc"),
+    {"reuse": f"training on the CPU: {host_memory.KEPT}", "tcmalloc": f"training on the CPU: {host_memory.SERVED}"},
+    ("float32", "bfloat16"), preloaded=("tcmalloc",))
 # the same model, data and batch in float32 and in mixed precision (fairseq-train --cpu --bf16: FConvModel.compute_in_)
 PRECISION = Comparison(
     "float32 against --bf16 (bfloat16 products, float32 weights)", None, ("float32", "bfloat16"),
@@ -482,6 +491,13 @@ def fairseq_train_turns(run: Path, updates: int, repeats: int, comparison: Compa
                          f"({precision.UNIT_NAMES}): nothing to compare here; run it on a CPU that has them")
     print(f"5. fairseq-train, {updates} updates on {data_bin}, the quickstart's model and batch; "
           f"{comparison.title}, {repeats} turns each:")
+    try:
+        preload = host_memory.training_preload() if comparison.preloaded else None
+    except FConvError as refusal:
+        raise SystemExit(f"training_limits: {refusal}")
+    if comparison.preloaded and preload is None:
+        raise SystemExit(f"training_limits: nothing to preload here (FCONV_ALLOCATOR={host_memory.setting()}); "
+                         "unset FCONV_ALLOCATOR")
     environment = {k: v for k, v in os.environ.items()
                    if k not in OTHER_ALLOCATOR_VARIABLES + (backend.DROPOUT_SWITCH,) and not k.startswith("MALLOC_")}
     with tempfile.TemporaryDirectory() as scratch:
@@ -491,6 +507,8 @@ def fairseq_train_turns(run: Path, updates: int, repeats: int, comparison: Compa
                 for setting in harness.turns(comparison.settings, repeat):
                     log = Path(scratch) / f"{name}-{setting}-{repeat}"
                     switched = {comparison.switch: setting} if comparison.switch else {}
+                    if setting in comparison.preloaded:
+                        switched["LD_PRELOAD"] = preload
                     asked = comparison.options.get(setting, ("--bf16",) if name == "bfloat16" else ())
                     child = subprocess.run([sys.executable, "-c", TRAIN_RUN, str(log), *train, *asked],
                                            capture_output=True, text=True, env={**environment, **switched})
@@ -527,12 +545,14 @@ def main(argv=None):
                         help="the step's batch (default bench_fconv.py's; 100 30 is about fairseq-train's --max-tokens 3000)")
     parser.add_argument("--allocator", nargs="?", const=str(harness.LATEST), metavar="RUN",
                         help="part 5 alone: fairseq-train with and without the reuse of freed memory, on RUN's data-bin")
+    parser.add_argument("--tcmalloc", nargs="?", const=str(harness.LATEST), metavar="RUN",
+                        help="part 5 alone: fairseq-train with glibc's heap kept and with tcmalloc preloaded, on RUN's data-bin")
     parser.add_argument("--dropout", nargs="?", const=str(harness.LATEST), metavar="RUN",
                         help="part 5 alone: fairseq-train --bf16 with torch's dropout draws and with 16-bit draws, on RUN's data-bin")
     parser.add_argument("--precision", nargs="?", const=str(harness.LATEST), metavar="RUN",
                         help="part 5 alone: fairseq-train in float32 and with --bf16, on RUN's data-bin")
     parser.add_argument("--updates", type=int, default=120,
-                        help="--allocator, --dropout, --precision: fairseq-train's updates per run")
+                        help="--allocator, --tcmalloc, --dropout, --precision: fairseq-train's updates per run")
     parser.add_argument("--kernels-child", action="store_true", help=argparse.SUPPRESS)
     args = harness.parse(parser, argv)
     if args.bf16:
@@ -540,7 +560,8 @@ def main(argv=None):
             precision.check_cpu_bf16(precision.bf16_units(), "--bf16")  # training's own refusal
         except FConvError as refusal:
             parser.error(str(refusal))
-    for asked, comparison in ((args.allocator, ALLOCATOR), (args.dropout, DROPOUT), (args.precision, PRECISION)):
+    comparisons = ((args.allocator, ALLOCATOR), (args.tcmalloc, TCMALLOC), (args.dropout, DROPOUT), (args.precision, PRECISION))
+    for asked, comparison in comparisons:
         if asked:
             print(harness.machine())
             run = harness.quick_run() if args.quick else Path(asked).resolve()

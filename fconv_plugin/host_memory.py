@@ -19,32 +19,74 @@ the free pages back as the next epoch begins. A training process wants that; a
 server may not, so only fairseq-train on the CPU asks for it (``compat/cpu_training_memory``),
 and the examples' speed probe, which measures what fairseq-train will run.
 
-``FCONV_ALLOCATOR=system`` leaves malloc as it is (to measure the difference); where the C
-library is not glibc (musl, macOS) nothing can be set, and ``describe()`` (fconv-info) says so.
+Better still is an allocator built for it: gperftools' tcmalloc (Debian's libtcmalloc-minimal4)
+serves large tensors from spans it keeps by size, so a step's tensors land where the last step's
+were, and the heap neither fragments nor grows over varying batches as glibc's does (which slowed
+fairseq-train's updates by a tenth or more over its first minutes, and held 3.8 GB where tcmalloc
+holds 1.5). An allocator is chosen as a process starts, so the choice is the launcher's:
+``training_preload()`` names the library to preload (``LD_PRELOAD``) for fairseq-train, where it
+is installed, and the examples start fairseq-train and their speed probe with it;
+``keep_freed_memory()`` finds it in the process and sets nothing. ``benchmarks/training_limits.py
+--allocator`` measures fairseq-train end to end both ways.
+
+``FCONV_ALLOCATOR``: ``auto`` (unset: tcmalloc where installed, else glibc's heap kept for reuse),
+``tcmalloc`` (refused where not installed), ``reuse`` (glibc's heap kept, no preload), ``system``
+(malloc as it is, to measure the difference). Where the C library is not glibc (musl, macOS)
+nothing can be set, and ``describe()`` (fconv-info) says so.
 
 This module imports nothing of the plugin but its error type: every layer may ask it.
 """
 
 import ctypes
+import ctypes.util
 import os
+import sys
 from typing import Optional
 
 from .errors import FConvError
 
 SWITCH = "FCONV_ALLOCATOR"
-SETTINGS = ("reuse", "system")
+SETTINGS = ("auto", "tcmalloc", "reuse", "system")
+TCMALLOC = "tcmalloc_minimal"  # gperftools' allocator without its profilers: libtcmalloc_minimal.so.4
+TCMALLOC_PACKAGE = "libtcmalloc-minimal4"  # Debian's and Ubuntu's name for it
 REUSED_UP_TO = 1 << 30  # bytes: the largest allocation served from the heap (a 3,000 x 80,000 float32 tensor)
 assert REUSED_UP_TO < 1 << 31  # mallopt takes an int
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 
 
 def setting() -> str:
-    """``FCONV_ALLOCATOR``: reuse (unset or empty: the default) or system; anything else is refused in one line."""
-    value = os.environ.get(SWITCH, "").strip().lower() or "reuse"
+    """``FCONV_ALLOCATOR``: auto (unset or empty: the default), tcmalloc, reuse or system; anything else is
+    refused in one line."""
+    value = os.environ.get(SWITCH, "").strip().lower() or "auto"
     if value not in SETTINGS:
         raise FConvError(f"{SWITCH} must be one of {', '.join(SETTINGS)}, got {os.environ[SWITCH]!r}; "
                          "unset it to let training reuse freed memory")
     return value
+
+
+def tcmalloc_installed() -> Optional[str]:
+    """tcmalloc's library as the dynamic loader finds it (``libtcmalloc_minimal.so.4``), or None."""
+    return ctypes.util.find_library(TCMALLOC)
+
+
+def tcmalloc_serves() -> bool:
+    """Whether this process's ``malloc`` is tcmalloc's (preloaded): its ``malloc`` is its ``tc_malloc``."""
+    try:
+        process = ctypes.CDLL(None)
+        return (ctypes.cast(process.malloc, ctypes.c_void_p).value
+                == ctypes.cast(process.tc_malloc, ctypes.c_void_p).value)
+    except (OSError, AttributeError, TypeError):
+        return False
+
+
+def training_preload() -> Optional[str]:
+    """The library a launcher preloads (``LD_PRELOAD``) for fairseq-train on the CPU under ``FCONV_ALLOCATOR``:
+    tcmalloc where installed (auto) or asked for (tcmalloc: refused in one line where missing), else None."""
+    chosen, library = setting(), tcmalloc_installed()
+    if chosen == "tcmalloc" and library is None:
+        raise FConvError(f"{SWITCH}=tcmalloc, but tcmalloc (lib{TCMALLOC}.so) is not installed: "
+                         f"install it (apt-get install {TCMALLOC_PACKAGE}) or unset {SWITCH}")
+    return library if chosen in ("auto", "tcmalloc") else None
 
 
 def glibc() -> Optional[ctypes.CDLL]:
@@ -59,12 +101,20 @@ def glibc() -> Optional[ctypes.CDLL]:
 
 
 KEPT = "freed memory is kept for reuse"  # how keep_freed_memory's words begin where the setting took
+SERVED = "tcmalloc serves this process (preloaded): freed memory is reused by size, nothing to set"
 
 
 def keep_freed_memory() -> str:
     """Make this process's malloc keep freed memory for reuse (unless ``FCONV_ALLOCATOR=system``);
     returns what was done, in words, for the log."""
-    if setting() == "system":
+    chosen = setting()
+    if tcmalloc_serves():
+        return SERVED
+    if chosen == "tcmalloc":
+        raise FConvError(f"{SWITCH}=tcmalloc, but this process's malloc is not tcmalloc: start it with "
+                         f"LD_PRELOAD={tcmalloc_installed() or 'lib' + TCMALLOC + '.so.4'} (as the examples do) "
+                         f"or unset {SWITCH}")
+    if chosen == "system":
         return f"{SWITCH}=system: malloc as the C library sets it (large tensors get new pages at every step)"
     libc = glibc()
     if libc is None:
@@ -72,14 +122,19 @@ def keep_freed_memory() -> str:
     for option in (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD):
         if libc.mallopt(ctypes.c_int(option), ctypes.c_int(REUSED_UP_TO)) != 1:
             return "glibc refused the thresholds (mallopt): large tensors get new pages at every step"
-    return (f"{KEPT} by tensors up to {REUSED_UP_TO >> 20} MB "
-            f"(glibc mallopt; {SWITCH}=system turns this off)")
+    said = f"{KEPT} by tensors up to {REUSED_UP_TO >> 20} MB (glibc mallopt; {SWITCH}=system turns this off)"
+    library = tcmalloc_installed() if chosen == "auto" else None
+    return f"{said}; faster: LD_PRELOAD={library} (tcmalloc, installed here)" if library else said
 
 
 def return_freed_memory() -> bool:
-    """Hand the pages the heap holds free back to the kernel (glibc's ``malloc_trim``): called as
-    each epoch after the first begins, so that what is kept for reuse is what one epoch's batches
-    needed, not what the whole run's did. True where glibc released any."""
+    """Hand the pages the heap holds free back to the kernel (glibc's ``malloc_trim``, tcmalloc's
+    ``MallocExtension_ReleaseFreeMemory``): called as each epoch after the first begins, so that
+    what is kept for reuse is what one epoch's batches needed, not what the whole run's did. True
+    where glibc released any, or tcmalloc was asked."""
+    if tcmalloc_serves():
+        ctypes.CDLL(None).MallocExtension_ReleaseFreeMemory()
+        return True
     libc = glibc()
     return libc is not None and bool(libc.malloc_trim(ctypes.c_size_t(0)))
 
@@ -88,6 +143,24 @@ def describe() -> str:
     """What fairseq-train on the CPU does with freed memory here, for fconv-info: found by making
     the setting in this process (fconv-info's own, which ends right after), as training would."""
     try:
-        return f"fairseq-train on the CPU: {keep_freed_memory()}"
+        training_preload()  # refuses FCONV_ALLOCATOR=tcmalloc where it is missing
+        said = keep_freed_memory()
+        missing = setting() == "auto" and not tcmalloc_serves() and tcmalloc_installed() is None
+        return f"fairseq-train on the CPU: {said}" + (f"; faster: tcmalloc ({TCMALLOC_PACKAGE}), not installed" if missing else "")
     except FConvError as refusal:
         return f"refused: {refusal}"
+
+
+def main() -> int:
+    """``python -m fconv_plugin.host_memory``: the library to preload for fairseq-train (a line, empty
+    for none), for the examples' shell scripts; a refusal goes to stderr with status 1."""
+    try:
+        print(training_preload() or "")
+    except FConvError as refusal:
+        print(f"error: {refusal}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

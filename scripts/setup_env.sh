@@ -8,8 +8,9 @@
 # Needs (Debian/Ubuntu package names): Python 3.11 with venv (python3.11-venv), its
 # headers (python3.11-dev) and a C/C++ compiler (build-essential), which build
 # fairseq's extensions; Python's lzma module (liblzma-dev where Python is built from
-# source) for the example corpora. Every version is pinned by constraints.txt, the
-# versions CI installed.
+# source) for the example corpora. Optional: gperftools' tcmalloc (libtcmalloc-minimal4),
+# which the examples preload for fairseq-train where it is installed (faster training).
+# Every version is pinned by constraints.txt, the versions CI installed.
 #
 # Order matters:
 #   1. torch first, as the CPU build by name (2.13.0+cpu cannot resolve to a CUDA
@@ -89,3 +90,6 @@ install_beside_fairseq --quiet "${pinned[@]}" hydra-core omegaconf bitarray cffi
     ctranslate2
 "${pip[@]}" install --quiet --no-deps --no-build-isolation -e "$repo_root"
 "$venv/bin/python" -c "import fconv_plugin, fairseq, torch; print('fconv_plugin ready: torch', torch.__version__, 'fairseq', fairseq.__version__)"
+# the allocator fairseq-train trains faster with (fconv_plugin/host_memory.py): a system package, so only named here
+"$venv/bin/python" -c "from fconv_plugin import host_memory; host_memory.tcmalloc_installed() or print(
+    'setup_env: tcmalloc is not installed; the examples train faster with it preloaded: apt-get install libtcmalloc-minimal4')"

@@ -17,6 +17,11 @@ from fconv_plugin.errors import FConvError
 from tests.tasks import PLUGIN_DIR, SMALL_MODEL, run_tool
 
 KEPT = "freed memory is kept for reuse by tensors up to 1024 MB (glibc mallopt; FCONV_ALLOCATOR=system turns this off)"
+TCMALLOC = host_memory.tcmalloc_installed()  # Debian's libtcmalloc-minimal4 (.ci/run installs it)
+# what fairseq-train says where glibc serves it and tcmalloc is installed (FCONV_ALLOCATOR unset): how to start it faster
+KEPT_HERE = KEPT + (f"; faster: LD_PRELOAD={TCMALLOC} (tcmalloc, installed here)" if TCMALLOC else "")
+SERVED = "tcmalloc serves this process (preloaded): freed memory is reused by size, nothing to set"
+needs_tcmalloc = pytest.mark.skipif(TCMALLOC is None, reason="tcmalloc is not installed (apt-get install libtcmalloc-minimal4)")
 NOT_GLIBC = "the C library is not glibc: large tensors get new pages at every step (nothing set)"
 PAGES = (64 << 20) // os.sysconf("SC_PAGE_SIZE")  # of one 64 MB tensor
 STEPS = 12
@@ -56,7 +61,7 @@ def test_a_large_tensor_made_again_reuses_the_pages_freed_before():
     said, kept = _faults()
     if said.startswith("glibc refused"):
         pytest.skip(f"this glibc refuses the thresholds, and training says so: {said}")
-    assert said == KEPT
+    assert said == KEPT_HERE
     said_system, system = _faults(FCONV_ALLOCATOR="system")
     assert said_system.startswith("FCONV_ALLOCATOR=system: malloc as the C library sets it")
     # The heap grows the first time, and again while the small allocations made between steps take
@@ -101,13 +106,13 @@ def test_a_setting_other_than_reuse_or_system_is_refused_in_one_line(monkeypatch
     monkeypatch.setenv(host_memory.SWITCH, "jemalloc")
     with pytest.raises(FConvError) as refused:
         host_memory.keep_freed_memory()
-    assert str(refused.value) == ("FCONV_ALLOCATOR must be one of reuse, system, got 'jemalloc'; "
+    assert str(refused.value) == ("FCONV_ALLOCATOR must be one of auto, tcmalloc, reuse, system, got 'jemalloc'; "
                                   "unset it to let training reuse freed memory")
     assert host_memory.describe() == f"refused: {refused.value}"
     monkeypatch.setenv(host_memory.SWITCH, " System ")
     assert host_memory.setting() == "system"
     monkeypatch.setenv(host_memory.SWITCH, "")
-    assert host_memory.setting() == "reuse"
+    assert host_memory.setting() == "auto"
 
 
 def test_fconv_info_says_what_fairseq_train_does_here():
@@ -116,8 +121,9 @@ def test_fconv_info_says_what_fairseq_train_does_here():
     lines = [line for line in result.stdout.splitlines() if line.startswith("training memory: ")]
     assert len(lines) == 1
     said = lines[0][len("training memory: fairseq-train on the CPU: "):]
-    assert said in (KEPT, NOT_GLIBC) or said.startswith("glibc refused the thresholds"), lines
-    assert (said == NOT_GLIBC) == (host_memory.glibc() is None)
+    missing = "" if TCMALLOC else "; faster: tcmalloc (libtcmalloc-minimal4), not installed"
+    assert said in (KEPT_HERE + missing, NOT_GLIBC + missing) or said.startswith("glibc refused the thresholds"), lines
+    assert said.startswith(NOT_GLIBC) == (host_memory.glibc() is None)
     system = subprocess.run([sys.executable, "-m", "fconv_plugin.cli.info"], capture_output=True, text=True, timeout=120,
                             check=True, env=_clean_environment(FCONV_ALLOCATOR="system")).stdout
     assert ("training memory: fairseq-train on the CPU: FCONV_ALLOCATOR=system: malloc as the C library sets it "
@@ -142,7 +148,20 @@ def test_fairseq_train_on_the_cpu_says_it_reuses_freed_memory(word_task):
     if host_memory.glibc() is None:
         assert said == NOT_GLIBC
     else:  # a glibc that refuses the thresholds says so in the log
-        assert said == KEPT or said.startswith("glibc refused the thresholds (mallopt)"), said
+        assert said == KEPT_HERE or said.startswith("glibc refused the thresholds (mallopt)"), said
+
+
+@needs_tcmalloc
+@pytest.mark.slow
+def test_fairseq_train_started_with_tcmalloc_says_so_and_trains(word_task):
+    _, data_bin = word_task
+    result = run_tool("fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, "--cpu", "--optimizer", "adam",
+                      "--lr", "0.001", "--max-tokens", "300", "--max-epoch", "2", "--no-save", "--disable-validation",
+                      "--log-format", "simple", env=_clean_environment(LD_PRELOAD=TCMALLOC))
+    text = result.stdout + result.stderr
+    assert [line.split("training on the CPU: ", 1)[1] for line in text.splitlines()
+            if "fconv_plugin: training on the CPU:" in line] == [SERVED]
+    assert "done training" in text  # two epochs: the second begins by handing tcmalloc's free pages back
 
 
 @pytest.mark.slow
@@ -171,3 +190,69 @@ def test_training_in_process_returns_the_free_pages_as_each_later_epoch_begins(w
         "--num-workers", "0", "--seed", "1"])
     train.main(args)
     assert len(epochs_asked) == 2  # as epochs 2 and 3 begin, not the first
+
+
+SERVES = """
+import json, resource, torch
+from fconv_plugin import host_memory
+def resident_mb():
+    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) // 1024
+said = host_memory.keep_freed_memory()
+faults = []
+for _ in range(%d):  # as training steps: a large tensor made, filled, freed
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    tensor = torch.empty(16 << 20)  # 64 MB of float32
+    tensor.fill_(1.0)
+    del tensor
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+kept = resident_mb()
+returned = host_memory.return_freed_memory()
+print(json.dumps([host_memory.tcmalloc_serves(), said, faults, kept, resident_mb(), returned]))
+""" % STEPS
+
+
+@needs_tcmalloc
+def test_tcmalloc_preloaded_is_found_reuses_a_large_tensors_pages_and_gives_them_back_when_asked():
+    def child(**env):
+        result = subprocess.run([sys.executable, "-c", SERVES], capture_output=True, text=True, timeout=120,
+                                check=True, env=_clean_environment(**env))
+        return json.loads(result.stdout.splitlines()[-1])
+
+    serves, said, faults, kept, after, returned = child(LD_PRELOAD=TCMALLOC)
+    assert (serves, said, returned) == (True, SERVED, True)
+    assert faults[0] > PAGES * 0.5, faults  # the first time, the tensor's pages fault in
+    assert max(faults[GROWN_BY:]) < PAGES * 0.05, faults  # then a step's tensor gets the pages the last one freed
+    assert kept - after >= 40, (kept, after)  # the freed 64 MB were resident until tcmalloc was asked to release them
+    glibc_serves, glibc_said, *_ = child()
+    assert glibc_serves is False and glibc_said != SERVED
+
+
+def test_the_examples_preload_tcmalloc_where_installed_unless_told_otherwise(monkeypatch):
+    monkeypatch.delenv(host_memory.SWITCH, raising=False)
+    assert host_memory.training_preload() == TCMALLOC  # None where it is not installed
+    for glibc_setting in ("reuse", "system"):
+        monkeypatch.setenv(host_memory.SWITCH, glibc_setting)
+        assert host_memory.training_preload() is None
+    monkeypatch.setenv(host_memory.SWITCH, "tcmalloc")
+    monkeypatch.setattr(host_memory, "tcmalloc_installed", lambda: None)  # a host without the package
+    with pytest.raises(FConvError) as refused:
+        host_memory.training_preload()
+    assert str(refused.value) == ("FCONV_ALLOCATOR=tcmalloc, but tcmalloc (libtcmalloc_minimal.so) is not installed: "
+                                  "install it (apt-get install libtcmalloc-minimal4) or unset FCONV_ALLOCATOR")
+
+
+def test_tcmalloc_asked_of_a_process_that_glibc_serves_is_refused_in_one_line():
+    result = subprocess.run([sys.executable, "-c", "from fconv_plugin import host_memory; host_memory.keep_freed_memory()"],
+                            capture_output=True, text=True, timeout=120, env=_clean_environment(FCONV_ALLOCATOR="tcmalloc"))
+    assert result.returncode != 0
+    assert ("FConvError: FCONV_ALLOCATOR=tcmalloc, but this process's malloc is not tcmalloc: start it with LD_PRELOAD="
+            in result.stderr.splitlines()[-1])
+
+
+def test_the_module_prints_the_library_the_examples_preload():
+    run = lambda **env: subprocess.run([sys.executable, "-m", "fconv_plugin.host_memory"], capture_output=True,  # noqa: E731
+                                       text=True, timeout=120, env=_clean_environment(**env))
+    assert run().stdout == f"{TCMALLOC or ''}\n"
+    assert run(FCONV_ALLOCATOR="reuse").stdout == "\n"
+    refused = run(FCONV_ALLOCATOR="bogus")
+    assert refused.returncode == 1 and refused.stderr.startswith("error: FCONV_ALLOCATOR must be one of")

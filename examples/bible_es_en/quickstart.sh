@@ -63,6 +63,7 @@ case "$recipe" in
     *) fail "RECIPE must be adam or nag, got '$recipe'" ;;
 esac
 choose_precision  # before anything is written: PRECISION=bf16 on a CPU without the units stops here
+choose_allocator  # and FCONV_ALLOCATOR=tcmalloc where it is not installed
 make_work_dir "$work" && cd "$work" && work=$(pwd)
 # runs/latest names the newest run kept beside this script (not one written elsewhere)
 case "$work" in "$here/runs/"*) ln -sfn "$work" "$here/runs/latest" 2>/dev/null || true ;; esac
@@ -132,7 +133,7 @@ else
 fi
 step "5/8 fairseq-train --user-dir fconv_plugin --arch fconv_iwslt_de_en: $plan, recipe $recipe, $precision
     (progress every $log_every updates, validation BLEU every $validate_every)"
-fairseq-train data-bin --user-dir "$repo/fconv_plugin" "${model[@]}" "${optimiser[@]}" "${length_args[@]}" "${train_precision[@]}" \
+"${training_env[@]}" fairseq-train data-bin --user-dir "$repo/fconv_plugin" "${model[@]}" "${optimiser[@]}" "${length_args[@]}" "${train_precision[@]}" \
     --seed "$seed" \
     --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" --keep-interval-updates 1 \
     --no-epoch-checkpoints --save-dir checkpoints \

@@ -52,7 +52,7 @@ probe_speed() {  # probe_speed DATA_BIN NAME OPTIONS [NAME OPTIONS ...] [--valid
         shift 2
     done
     started=$(date +%s.%N)
-    python "$repo/examples/lib/speed_probe.py" "$data_bin" "${candidates[@]}" 2> speed_probe.log \
+    "${training_env[@]}" python "$repo/examples/lib/speed_probe.py" "$data_bin" "${candidates[@]}" 2> speed_probe.log \
         || { tail -n 5 speed_probe.log >&2; fail "the speed probe failed (log: $(pwd)/speed_probe.log)"; }
     probe_seconds=$(python -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$started" "$(date +%s.%N)")
 }

@@ -8,7 +8,9 @@
 #     step "1/8 corpus"          # "=== [12s] 1/8 corpus"
 #     fail "what went wrong"     # "quickstart: error: what went wrong" on stderr, exit 1
 #     make_work_dir "$work"      # refuses a WORK_DIR that exists and is not empty (nothing deleted)
-#     say_budget                 # the run's first line: its length and precision (budget.sh, precision.sh)
+#     choose_allocator           # FCONV_ALLOCATOR checked before anything is written: sets allocator and
+#                                # training_env, the prefix that starts fairseq-train and the speed probe with it
+#     say_budget                 # the run's first line: its length, precision and allocator (budget.sh, precision.sh)
 #     choose_validations 4       # VALIDATIONS (default 4) checked before anything is written: sets validations
 #     read_recipe "$here/recipe.py" "merges model" STAGE ARGS...
 #                                # recipe.py's name=value choices (those named) into the shell's variables
@@ -38,12 +40,34 @@ make_work_dir() {  # make_work_dir DIR: a new or empty directory, never one with
     mkdir -p "$1"
 }
 
-say_budget() {  # the run's first line, after choose_length and choose_precision: how long and in which precision
+choose_allocator() {  # the allocator fairseq-train and the probe start with (fconv_plugin/host_memory.py): tcmalloc where
+    # installed, preloaded, unless FCONV_ALLOCATOR says otherwise; training_env: the command prefix (empty for none)
+    local library errors status=0
+    errors=$(mktemp)
+    library=$(python -m fconv_plugin.host_memory 2> "$errors") || status=$?
+    if [ "$status" -ne 0 ]; then
+        library=$(tail -n 1 "$errors")
+        rm -f "$errors"
+        fail "${library#error: }"
+    fi
+    rm -f "$errors"
+    training_env=()
+    if [ -n "$library" ]; then
+        training_env=(env "LD_PRELOAD=$library${LD_PRELOAD:+:$LD_PRELOAD}")
+        allocator="tcmalloc ($library, preloaded for fairseq-train)"
+    elif [ "${FCONV_ALLOCATOR:-auto}" = auto ]; then
+        allocator="glibc's, freed memory kept (tcmalloc, faster, is not installed: libtcmalloc-minimal4)"
+    else
+        allocator="FCONV_ALLOCATOR=$FCONV_ALLOCATOR"
+    fi
+}
+
+say_budget() {  # the run's first line, after choose_length, choose_precision and choose_allocator
     if [ "$length" = minutes ]; then
-        echo "budget: $minutes minutes of training on this CPU, the speed probe's included; precision: $precision ($precision_reason)"
+        echo "budget: $minutes minutes of training on this CPU, the speed probe's included; precision: $precision ($precision_reason); memory: $allocator"
     else
         local planned=${updates:-"the recipe's"}
-        echo "budget: $planned updates$length_note; precision: $precision ($precision_reason)"
+        echo "budget: $planned updates$length_note; precision: $precision ($precision_reason); memory: $allocator"
     fi
 }
 

@@ -72,6 +72,7 @@ checkpoint_rule=${CHECKPOINT:-rouge-l}
 case "$checkpoint_rule" in rouge-l|loss|last) ;; *) fail "CHECKPOINT must be rouge-l, loss or last, got '$checkpoint_rule'";; esac
 choose_length ""  # UPDATES, MINUTES, or (neither) the recipe's updates
 choose_precision  # before anything is written: PRECISION=bf16 on a CPU without the units stops here
+choose_allocator  # and FCONV_ALLOCATOR=tcmalloc where it is not installed
 make_work_dir "$work" && cd "$work"
 say_budget
 echo "recipe: $arch, chosen from the corpus (recipe.py, printed before training; knobs override); writing to $work"
@@ -133,7 +134,7 @@ else
 fi
 step "3/7 fairseq-train --arch $arch: $plan, $precision (progress every $log_every)"
 train_start=$(date +%s)
-fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_args[@]}" "${objective[@]}" \
+"${training_env[@]}" fairseq-train data-bin --user-dir "$repo/fconv_plugin" --arch "$arch" "${arch_args[@]}" "${objective[@]}" \
     "${length_args[@]}" "${train_precision[@]}" --max-tokens "$max_tokens" --seed "$seed" --required-batch-size-multiple 1 \
     --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" \
     --keep-interval-updates "$validations" --no-epoch-checkpoints --save-dir checkpoints --validate-interval 1000 \

@@ -80,6 +80,7 @@ for split in train valid test; do
 done
 work=${WORK_DIR:-$here/runs/$(date +%Y%m%d-%H%M%S)}
 choose_precision  # before anything is written: PRECISION=bf16 on a CPU without the units stops here
+choose_allocator  # and FCONV_ALLOCATOR=tcmalloc where it is not installed
 make_work_dir "$work"
 for split in train valid test; do  # absolute paths before leaving for the work directory
     prefix[$split]=$(cd "$(dirname "${prefix[$split]}")" && pwd)/$(basename "${prefix[$split]}")
@@ -182,7 +183,7 @@ else
     plan="$updates updates"
 fi
 step "5/7 fairseq-train $model: $plan, $precision (progress every $log_every, $validation_plan)"
-fairseq-train data-bin --user-dir "$repo/fconv_plugin" "${model_args[@]}" "${train_precision[@]}" "${objective[@]}" \
+"${training_env[@]}" fairseq-train data-bin --user-dir "$repo/fconv_plugin" "${model_args[@]}" "${train_precision[@]}" "${objective[@]}" \
     --lr "$lr" --dropout "$dropout" "${length_args[@]}" --max-tokens "$max_tokens" --seed "$seed" \
     --required-batch-size-multiple 1 --max-tokens-valid "$max_tokens" "${validating[@]}" \
     --validate-interval-updates "$validate_every" --save-interval-updates "$validate_every" --keep-interval-updates 1 \

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fconv_plugin import host_memory
 from tests import warm_commands
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,9 +97,14 @@ def test_the_float32_accumulation_patch_still_applies_as_docs_performance_md_say
     assert "benchmarks/float32_accumulation.patch" in (ROOT / "docs" / "performance.md").read_text()
 
 
-def test_the_allocator_comparison_runs_fairseq_train_both_ways(quickstart_run):
+@pytest.mark.parametrize("flag", [
+    "--allocator",  # FCONV_ALLOCATOR=system against reuse
+    pytest.param("--tcmalloc", marks=pytest.mark.skipif(  # reuse against tcmalloc, preloaded
+        host_memory.tcmalloc_installed() is None, reason="tcmalloc is not installed (apt-get install libtcmalloc-minimal4)")),
+])
+def test_an_allocator_comparison_runs_fairseq_train_both_ways(quickstart_run, flag):
     result = subprocess.run([str(warm_commands.bin_dir() / "python"), str(ROOT / "benchmarks" / "training_limits.py"),
-                             "--quick", "--allocator"], cwd=ROOT, capture_output=True, text=True, timeout=900,
+                             "--quick", flag], cwd=ROOT, capture_output=True, text=True, timeout=900,
                             env={**os.environ, "FCONV_QUICK_RUN": str(quickstart_run)})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = re.findall(r"^     (float32|bfloat16): words/s (\d+) -> (\d+) \(([\d.]+)x\); peak resident memory (\d+) -> (\d+) MB",
