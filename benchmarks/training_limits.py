@@ -493,11 +493,12 @@ def fairseq_train_turns(run: Path, updates: int, repeats: int, comparison: Compa
           f"{comparison.title}, {repeats} turns each:")
     try:
         preload = host_memory.training_preload() if comparison.preloaded else None
-    except FConvError as refusal:
+    except FConvError as refusal:  # FCONV_ALLOCATOR=tcmalloc where it is missing, or a value it does not take
         raise SystemExit(f"training_limits: {refusal}")
-    if comparison.preloaded and preload is None:
-        raise SystemExit(f"training_limits: nothing to preload here (FCONV_ALLOCATOR={host_memory.setting()}); "
-                         "unset FCONV_ALLOCATOR")
+    if comparison.preloaded and preload is None:  # the switch is set for each child: only a missing library stops it
+        preload = host_memory.tcmalloc_installed()
+        if preload is None:
+            raise SystemExit("training_limits: tcmalloc is not installed here: apt-get install libtcmalloc-minimal4")
     environment = {k: v for k, v in os.environ.items()
                    if k not in OTHER_ALLOCATOR_VARIABLES + (backend.DROPOUT_SWITCH,) and not k.startswith("MALLOC_")}
     with tempfile.TemporaryDirectory() as scratch:

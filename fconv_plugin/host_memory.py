@@ -27,7 +27,7 @@ holds 1.5). An allocator is chosen as a process starts, so the choice is the lau
 ``training_preload()`` names the library to preload (``LD_PRELOAD``) for fairseq-train, where it
 is installed, and the examples start fairseq-train and their speed probe with it;
 ``keep_freed_memory()`` finds it in the process and sets nothing. ``benchmarks/training_limits.py
---allocator`` measures fairseq-train end to end both ways.
+--tcmalloc`` measures fairseq-train end to end both ways.
 
 ``FCONV_ALLOCATOR``: ``auto`` (unset: tcmalloc where installed, else glibc's heap kept for reuse),
 ``tcmalloc`` (refused where not installed), ``reuse`` (glibc's heap kept, no preload), ``system``
@@ -65,8 +65,9 @@ def setting() -> str:
 
 
 def tcmalloc_installed() -> Optional[str]:
-    """tcmalloc's library as the dynamic loader finds it (``libtcmalloc_minimal.so.4``), or None."""
-    return ctypes.util.find_library(TCMALLOC)
+    """tcmalloc's library as Linux's dynamic loader finds it (``libtcmalloc_minimal.so.4``), or None
+    (elsewhere too: ``LD_PRELOAD`` is the GNU loader's)."""
+    return ctypes.util.find_library(TCMALLOC) if sys.platform.startswith("linux") else None
 
 
 def tcmalloc_serves() -> bool:
@@ -110,21 +111,25 @@ def keep_freed_memory() -> str:
     chosen = setting()
     if tcmalloc_serves():
         return SERVED
-    if chosen == "tcmalloc":
-        raise FConvError(f"{SWITCH}=tcmalloc, but this process's malloc is not tcmalloc: start it with "
-                         f"LD_PRELOAD={tcmalloc_installed() or 'lib' + TCMALLOC + '.so.4'} (as the examples do) "
-                         f"or unset {SWITCH}")
     if chosen == "system":
         return f"{SWITCH}=system: malloc as the C library sets it (large tensors get new pages at every step)"
+    kept = _keep_glibc_heap()
+    if chosen == "tcmalloc":  # a process started without it (fairseq-train by hand): glibc's heap kept, and how to
+        return (f"{SWITCH}=tcmalloc, but this process was started without it (LD_PRELOAD="
+                f"{tcmalloc_installed() or 'lib' + TCMALLOC + '.so.4'}, as the examples start fairseq-train): {kept}")
+    library = tcmalloc_installed() if chosen == "auto" and kept.startswith(KEPT) else None
+    return f"{kept}; faster: LD_PRELOAD={library} (tcmalloc, installed here)" if library else kept
+
+
+def _keep_glibc_heap() -> str:
+    """glibc's two thresholds raised (``mallopt``), in words; what is said where they cannot be."""
     libc = glibc()
     if libc is None:
         return "the C library is not glibc: large tensors get new pages at every step (nothing set)"
     for option in (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD):
         if libc.mallopt(ctypes.c_int(option), ctypes.c_int(REUSED_UP_TO)) != 1:
             return "glibc refused the thresholds (mallopt): large tensors get new pages at every step"
-    said = f"{KEPT} by tensors up to {REUSED_UP_TO >> 20} MB (glibc mallopt; {SWITCH}=system turns this off)"
-    library = tcmalloc_installed() if chosen == "auto" else None
-    return f"{said}; faster: LD_PRELOAD={library} (tcmalloc, installed here)" if library else said
+    return f"{KEPT} by tensors up to {REUSED_UP_TO >> 20} MB (glibc mallopt; {SWITCH}=system turns this off)"
 
 
 def return_freed_memory() -> bool:
@@ -143,7 +148,9 @@ def describe() -> str:
     """What fairseq-train on the CPU does with freed memory here, for fconv-info: found by making
     the setting in this process (fconv-info's own, which ends right after), as training would."""
     try:
-        training_preload()  # refuses FCONV_ALLOCATOR=tcmalloc where it is missing
+        library = training_preload()  # refuses FCONV_ALLOCATOR=tcmalloc where it is missing
+        if setting() == "tcmalloc" and not tcmalloc_serves():  # fconv-info itself is started without it
+            return f"fairseq-train on the CPU: {SWITCH}=tcmalloc: tcmalloc where started with LD_PRELOAD={library} (the examples do)"
         said = keep_freed_memory()
         missing = setting() == "auto" and not tcmalloc_serves() and tcmalloc_installed() is None
         return f"fairseq-train on the CPU: {said}" + (f"; faster: tcmalloc ({TCMALLOC_PACKAGE}), not installed" if missing else "")

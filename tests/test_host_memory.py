@@ -220,8 +220,9 @@ def test_tcmalloc_preloaded_is_found_reuses_a_large_tensors_pages_and_gives_them
 
     serves, said, faults, kept, after, returned = child(LD_PRELOAD=TCMALLOC)
     assert (serves, said, returned) == (True, SERVED, True)
-    assert faults[0] > PAGES * 0.5, faults  # the first time, the tensor's pages fault in
-    assert max(faults[GROWN_BY:]) < PAGES * 0.05, faults  # then a step's tensor gets the pages the last one freed
+    steady = max(faults[GROWN_BY:])
+    assert faults[0] > 10 * max(steady, 1), faults  # the first time, the tensor's pages fault in (4 KB or huge ones)
+    assert steady < PAGES * 0.05, faults  # then a step's tensor gets the pages the last one freed
     assert kept - after >= 40, (kept, after)  # the freed 64 MB were resident until tcmalloc was asked to release them
     glibc_serves, glibc_said, *_ = child()
     assert glibc_serves is False and glibc_said != SERVED
@@ -241,12 +242,19 @@ def test_the_examples_preload_tcmalloc_where_installed_unless_told_otherwise(mon
                                   "install it (apt-get install libtcmalloc-minimal4) or unset FCONV_ALLOCATOR")
 
 
-def test_tcmalloc_asked_of_a_process_that_glibc_serves_is_refused_in_one_line():
-    result = subprocess.run([sys.executable, "-c", "from fconv_plugin import host_memory; host_memory.keep_freed_memory()"],
-                            capture_output=True, text=True, timeout=120, env=_clean_environment(FCONV_ALLOCATOR="tcmalloc"))
-    assert result.returncode != 0
-    assert ("FConvError: FCONV_ALLOCATOR=tcmalloc, but this process's malloc is not tcmalloc: start it with LD_PRELOAD="
-            in result.stderr.splitlines()[-1])
+def test_tcmalloc_asked_of_a_process_started_without_it_keeps_glibcs_heap_and_says_how_to_start_it():
+    result = subprocess.run([sys.executable, "-c", "from fconv_plugin import host_memory; print(host_memory.keep_freed_memory())"],
+                            capture_output=True, text=True, timeout=120, check=True,
+                            env=_clean_environment(FCONV_ALLOCATOR="tcmalloc"))
+    library = TCMALLOC or "libtcmalloc_minimal.so.4"
+    assert result.stdout.splitlines()[-1] == (f"FCONV_ALLOCATOR=tcmalloc, but this process was started without it (LD_PRELOAD="
+                                              f"{library}, as the examples start fairseq-train): {KEPT}")
+
+
+def test_tcmalloc_is_looked_for_only_where_ld_preload_works(monkeypatch):
+    monkeypatch.delenv(host_memory.SWITCH, raising=False)
+    monkeypatch.setattr(sys, "platform", "darwin")  # a Homebrew .dylib would be found, and LD_PRELOAD ignored
+    assert host_memory.tcmalloc_installed() is None and host_memory.training_preload() is None
 
 
 def test_the_module_prints_the_library_the_examples_preload():

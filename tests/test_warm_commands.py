@@ -121,3 +121,27 @@ def test_command_pid_is_the_process_that_runs_the_command(tmp_path):
         assert process.wait(timeout=60) == -signal.SIGKILL
         process.stdin.close()
         process.stdout.close()
+
+
+@pytest.mark.skipif(__import__("fconv_plugin.host_memory").host_memory.tcmalloc_installed() is None,
+                    reason="tcmalloc is not installed (apt-get install libtcmalloc-minimal4)")
+def test_a_command_started_with_tcmalloc_preloaded_runs_warm_in_a_process_that_tcmalloc_serves():
+    """The examples start fairseq-train and their probe with tcmalloc preloaded: a warm process started with it
+    runs them (a process's allocator is chosen as it starts), and the command finds tcmalloc serving it."""
+    from fconv_plugin import host_memory
+
+    assert warm_commands.wait_until_warm()
+    env = {**{k: v for k, v in os.environ.items() if k != host_memory.SWITCH}, "LD_PRELOAD": host_memory.tcmalloc_installed()}
+    line = "training memory: fairseq-train on the CPU: " + host_memory.SERVED
+    real, _ = _both("fconv-info", env=env)
+    assert line in real.stdout.splitlines()
+    deadline = time.monotonic() + 120  # the second warm process imports as the first did: until then, commands run plainly
+    while True:
+        before = len(_forked(str(BIN_DIR / "fconv-info")))
+        warm = subprocess.run([str(warm_commands.bin_dir() / "fconv-info")], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert warm.returncode == 0 and line in warm.stdout.splitlines(), warm.stdout + warm.stderr
+        if len(_forked(str(BIN_DIR / "fconv-info"))) > before or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert len(_forked(str(BIN_DIR / "fconv-info"))) > before, warm_commands.log()[-2000:]  # it ran warm

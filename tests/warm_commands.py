@@ -26,6 +26,12 @@ Three parts, one file:
 - the warm process (``serve``, started by ``start()`` from tests/conftest.py): imports the
   libraries once and forks a child per command; a child whose shim dies is killed, so a
   test's timeout or SIGKILL reaches the command.
+
+A preloaded library (``LD_PRELOAD``) is chosen as a process starts: the examples start
+fairseq-train and their speed probe with tcmalloc where it is installed
+(``fconv_plugin.host_memory.training_preload``), so a second warm process runs with it
+preloaded, and each shim asks the warm process whose ``LD_PRELOAD`` is its own
+(``_socket_for``).
 """
 
 import json
@@ -147,12 +153,19 @@ def run_python_shim(socket_path: str, python: str):
     _run_warm(socket_path, how, plain)
 
 
+def _socket_for(socket_path: str, preload: str) -> str:
+    """The socket of the warm process started with ``LD_PRELOAD=preload`` (none: ``socket_path`` itself)."""
+    if not preload:
+        return str(socket_path)
+    return f"{socket_path}.{''.join(c if c.isalnum() or c in '._-' else '_' for c in preload)[:80]}"
+
+
 def _run_warm(socket_path: str, how: dict, plain):
     try:
         for fd in (0, 1, 2):
             os.fstat(fd)
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        connection.connect(socket_path)
+        connection.connect(_socket_for(socket_path, os.environ.get("LD_PRELOAD", "")))
     except OSError:
         plain()
     request = {**how, "shim": os.getpid(), "env": dict(os.environ), "cwd": os.getcwd(), "facts": _interpreter_facts(),
@@ -230,15 +243,31 @@ def _start():
     import atexit
     import subprocess
 
-    with open(_state["root"] / "warm.log", "wb") as log:
-        _state["process"] = subprocess.Popen([sys.executable, str(_HERE), "serve", str(_state["socket"])],
-                                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    from fconv_plugin import host_memory
+
+    own = os.environ.get("LD_PRELOAD", "")
+    # this process's own preload, and tcmalloc where installed and nothing else is preloaded, as the examples do
+    tcmalloc = host_memory.tcmalloc_installed()
+    preloads = [own] + ([tcmalloc] if tcmalloc and not own else [])
+    _state["processes"] = []
+    for number, preload in enumerate(preloads):
+        environment = {name: value for name, value in os.environ.items() if name != "LD_PRELOAD"}
+        if preload:
+            environment["LD_PRELOAD"] = preload
+        with open(_state["root"] / f"warm{number or ''}.log", "wb") as log:
+            _state["processes"].append(subprocess.Popen(
+                [sys.executable, str(_HERE), "serve", _socket_for(_state["socket"], preload)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=environment))
+    _state["process"] = _state["processes"][0]
+    _state["listening"] = Path(_socket_for(_state["socket"], own))
     atexit.register(stop)
 
 
 def log() -> str:
-    """The warm process's log: a line per command it ran (``warm: PID runs ARGV``, ``warm: PID ended with STATUS``)."""
-    return (_state["root"] / "warm.log").read_text() if "root" in _state else ""
+    """The warm processes' log: a line per command each ran (``warm: PID runs ARGV``, ``warm: PID ended with STATUS``)."""
+    if "root" not in _state:
+        return ""
+    return "".join(path.read_text() for path in sorted(_state["root"].glob("warm*.log")))
 
 
 def summary(text: str = None) -> str:
@@ -271,7 +300,7 @@ def wait_until_warm(timeout: float = 120) -> bool:
 
     bin_dir()
     deadline = time.monotonic() + timeout
-    while not _state["socket"].exists():
+    while not _state["listening"].exists():
         if time.monotonic() > deadline or _state["process"].poll() is not None:
             return False
         time.sleep(0.2)
@@ -281,8 +310,8 @@ def wait_until_warm(timeout: float = 120) -> bool:
 def stop():
     import shutil
 
-    process = _state.pop("process", None)
-    if process is not None:
+    _state.pop("process", None)
+    for process in _state.pop("processes", []):
         process.terminate()
         try:
             process.wait(timeout=30)

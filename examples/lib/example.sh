@@ -52,8 +52,11 @@ choose_allocator() {  # the allocator fairseq-train and the probe start with (fc
     fi
     rm -f "$errors"
     training_env=()
-    if [ -n "$library" ]; then
-        training_env=(env "LD_PRELOAD=$library${LD_PRELOAD:+:$LD_PRELOAD}")
+    if [ -n "${LD_PRELOAD:-}" ]; then  # the user's own preload (another allocator, perhaps) is theirs: nothing added
+        allocator="LD_PRELOAD=$LD_PRELOAD as given (tcmalloc not added)"
+    elif [ -n "$library" ]; then
+        # tcmalloc reports each allocation of 1 GB or more on stderr: a large vocabulary's logits are no news
+        training_env=(env "LD_PRELOAD=$library" TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD=1099511627776)
         allocator="tcmalloc ($library, preloaded for fairseq-train)"
     elif [ "${FCONV_ALLOCATOR:-auto}" = auto ]; then
         allocator="glibc's, freed memory kept (tcmalloc, faster, is not installed: libtcmalloc-minimal4)"

@@ -25,7 +25,7 @@ def _keeping_freed_memory(trainer_init):
             said = host_memory.keep_freed_memory()
             logger.info("fconv_plugin: training on the CPU: %s", said)
             # what took, not what was asked
-            self.fconv_plugin_keeps_freed_memory = said.startswith(host_memory.KEPT) or said == host_memory.SERVED
+            self.fconv_plugin_keeps_freed_memory = host_memory.KEPT in said or said == host_memory.SERVED
         trainer_init(self, cfg, task, model, criterion, *args, **kwargs)
 
     return __init__

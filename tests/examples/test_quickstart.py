@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fconv_plugin import precision
+from fconv_plugin import host_memory, precision
 from tests import warm_commands
 from fconv_plugin.compat.training_budget import OUTCOME_FILE
 from tests.support import ended_within_its_budget, load_raw_checkpoint
@@ -39,6 +39,11 @@ def test_minutes_name_the_budget_and_end_with_the_updates_that_rerun_them(tmp_pa
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"budget: 1.2 minutes of training on this CPU, the speed probe's included; precision: {chosen} (")
     assert lines[1].startswith("recipe: fconv_iwslt_de_en, adam: Adam, lr 0.003 warmed up over the first sixth")
+    # fairseq-train started with tcmalloc where it is installed (.ci/run installs it), and says so in its log
+    tcmalloc = host_memory.tcmalloc_installed()
+    assert lines[0].endswith(f"; memory: tcmalloc ({tcmalloc}, preloaded for fairseq-train)" if tcmalloc else
+                             "; memory: glibc's, freed memory kept (tcmalloc, faster, is not installed: libtcmalloc-minimal4)")
+    assert (f"training on the CPU: {host_memory.SERVED}" in (tmp_path / "run" / "train.log").read_text()) == bool(tcmalloc)
     probed = [re.fullmatch(r"  the speed probe: ([\d.]+) s per update here and ([\d.]+) s per validation and save, in "
                            r"[\d.]+ s; ([\d.]+) minutes left buy ~(\d+) updates and 1 validation\(s\) before the last", line)
               for line in lines]
@@ -74,6 +79,8 @@ def test_minutes_name_the_budget_and_end_with_the_updates_that_rerun_them(tmp_pa
                                         "not by the clock)"),
     ({"VALIDATIONS": "00"}, "VALIDATIONS must be a whole number from 1 to 999999, got '00'"),
     ({"VALIDATIONS": "1234567"}, "VALIDATIONS must be a whole number from 1 to 999999, got '1234567'"),
+    ({"FCONV_ALLOCATOR": "bogus"}, "FCONV_ALLOCATOR must be one of auto, tcmalloc, reuse, system, got 'bogus'; "
+                                   "unset it to let training reuse freed memory"),
 ])
 def test_nonsense_minutes_are_refused_in_one_line_before_anything_is_written(tmp_path, knobs, message):
     result = _run(tmp_path / "run", **knobs)
