@@ -30,7 +30,7 @@ is installed, and the examples start fairseq-train and their speed probe with it
 --tcmalloc`` measures fairseq-train end to end both ways.
 
 ``FCONV_ALLOCATOR``: ``auto`` (unset: tcmalloc where installed, else glibc's heap kept for reuse),
-``tcmalloc`` (refused where not installed), ``reuse`` (glibc's heap kept, no preload), ``system``
+``tcmalloc`` (the examples refuse it where it is not installed), ``reuse`` (glibc's heap kept, no preload), ``system``
 (malloc as it is, to measure the difference). Where the C library is not glibc (musl, macOS)
 nothing can be set, and ``describe()`` (fconv-info) says so.
 
@@ -115,8 +115,10 @@ def keep_freed_memory() -> str:
         return f"{SWITCH}=system: malloc as the C library sets it (large tensors get new pages at every step)"
     kept = _keep_glibc_heap()
     if chosen == "tcmalloc":  # a process started without it (fairseq-train by hand): glibc's heap kept, and how to
-        return (f"{SWITCH}=tcmalloc, but this process was started without it (LD_PRELOAD="
-                f"{tcmalloc_installed() or 'lib' + TCMALLOC + '.so.4'}, as the examples start fairseq-train): {kept}")
+        library = tcmalloc_installed()
+        how = (f"started without it (LD_PRELOAD={library}, as the examples start fairseq-train)" if library
+               else f"tcmalloc is not installed (apt-get install {TCMALLOC_PACKAGE})")
+        return f"{SWITCH}=tcmalloc, but {how}: {kept}"
     library = tcmalloc_installed() if chosen == "auto" and kept.startswith(KEPT) else None
     return f"{kept}; faster: LD_PRELOAD={library} (tcmalloc, installed here)" if library else kept
 
@@ -148,8 +150,8 @@ def describe() -> str:
     """What fairseq-train on the CPU does with freed memory here, for fconv-info: found by making
     the setting in this process (fconv-info's own, which ends right after), as training would."""
     try:
-        library = training_preload()  # refuses FCONV_ALLOCATOR=tcmalloc where it is missing
-        if setting() == "tcmalloc" and not tcmalloc_serves():  # fconv-info itself is started without it
+        library = tcmalloc_installed()
+        if setting() == "tcmalloc" and library and not tcmalloc_serves():  # fconv-info itself is started without it
             return f"fairseq-train on the CPU: {SWITCH}=tcmalloc: tcmalloc where started with LD_PRELOAD={library} (the examples do)"
         said = keep_freed_memory()
         missing = setting() == "auto" and not tcmalloc_serves() and tcmalloc_installed() is None
@@ -159,10 +161,10 @@ def describe() -> str:
 
 
 def main() -> int:
-    """``python -m fconv_plugin.host_memory``: the library to preload for fairseq-train (a line, empty
-    for none), for the examples' shell scripts; a refusal goes to stderr with status 1."""
+    """``python -m fconv_plugin.host_memory``: the library to preload for fairseq-train (empty for none) and
+    the setting, tab-separated on one line, for the examples' shell scripts; a refusal goes to stderr with status 1."""
     try:
-        print(training_preload() or "")
+        print(f"{training_preload() or ''}\t{setting()}")
     except FConvError as refusal:
         print(f"error: {refusal}", file=sys.stderr)
         return 1

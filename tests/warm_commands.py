@@ -155,9 +155,11 @@ def run_python_shim(socket_path: str, python: str):
 
 def _socket_for(socket_path: str, preload: str) -> str:
     """The socket of the warm process started with ``LD_PRELOAD=preload`` (none: ``socket_path`` itself)."""
+    import hashlib
+
     if not preload:
         return str(socket_path)
-    return f"{socket_path}.{''.join(c if c.isalnum() or c in '._-' else '_' for c in preload)[:80]}"
+    return f"{socket_path}.{hashlib.sha1(preload.encode()).hexdigest()[:12]}"  # AF_UNIX paths end at 107 bytes
 
 
 def _run_warm(socket_path: str, how: dict, plain):

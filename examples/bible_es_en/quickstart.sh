@@ -32,6 +32,8 @@
 #   PRECISION=auto|fp32|bf16  training's arithmetic: auto (default) trains in bf16 (fairseq's
 #                --bf16: bfloat16 products, float32 weights) on a CPU with bfloat16 units
 #                (AMX-BF16 or AVX-512 BF16), else in fp32; translating is float32 either way
+#   FCONV_ALLOCATOR=auto|tcmalloc|reuse|system  fairseq-train's memory: auto (default) starts it
+#                with tcmalloc preloaded where installed (faster), else glibc's heap kept
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)

@@ -42,26 +42,26 @@ make_work_dir() {  # make_work_dir DIR: a new or empty directory, never one with
 
 choose_allocator() {  # the allocator fairseq-train and the probe start with (fconv_plugin/host_memory.py): tcmalloc where
     # installed, preloaded, unless FCONV_ALLOCATOR says otherwise; training_env: the command prefix (empty for none)
-    local library errors status=0
+    local choice library setting errors status=0
     errors=$(mktemp)
-    library=$(python -m fconv_plugin.host_memory 2> "$errors") || status=$?
+    choice=$(python -m fconv_plugin.host_memory 2> "$errors") || status=$?
     if [ "$status" -ne 0 ]; then
-        library=$(tail -n 1 "$errors")
+        choice=$(tail -n 1 "$errors")
         rm -f "$errors"
-        fail "${library#error: }"
+        fail "${choice#error: }"
     fi
     rm -f "$errors"
+    library=${choice%%$'\t'*} setting=${choice#*$'\t'}
     training_env=()
     if [ -n "${LD_PRELOAD:-}" ]; then  # the user's own preload (another allocator, perhaps) is theirs: nothing added
         allocator="LD_PRELOAD=$LD_PRELOAD as given (tcmalloc not added)"
     elif [ -n "$library" ]; then
-        # tcmalloc reports each allocation of 1 GB or more on stderr: a large vocabulary's logits are no news
-        training_env=(env "LD_PRELOAD=$library" TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD=1099511627776)
+        training_env=(env "LD_PRELOAD=$library")
         allocator="tcmalloc ($library, preloaded for fairseq-train)"
-    elif [ "${FCONV_ALLOCATOR:-auto}" = auto ]; then
+    elif [ "$setting" = auto ]; then
         allocator="glibc's, freed memory kept (tcmalloc, faster, is not installed: libtcmalloc-minimal4)"
     else
-        allocator="FCONV_ALLOCATOR=$FCONV_ALLOCATOR"
+        allocator="FCONV_ALLOCATOR=$setting"
     fi
 }
 

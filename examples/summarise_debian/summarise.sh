@@ -22,6 +22,8 @@
 #   PRECISION=auto|fp32|bf16  training's arithmetic: auto (default) trains in bf16 (fairseq's
 #                --bf16: bfloat16 products, float32 weights) on a CPU with bfloat16 units
 #                (AMX-BF16 or AVX-512 BF16), else in fp32; summarising is float32 either way
+#   FCONV_ALLOCATOR=auto|tcmalloc|reuse|system  fairseq-train's memory: auto (default) starts it
+#                with tcmalloc preloaded where installed (faster), else glibc's heap kept
 #   ARCH=NAME    fconv_gigaword_copy (default: copies source words) or fconv_gigaword
 #   MODEL="..."  layer and embedding options (default: 4 + 4 layers of 128, which beat the
 #                paper's 6 + 6 of 256 here; MODEL= for the architecture's own sizes)

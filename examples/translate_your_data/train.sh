@@ -35,6 +35,8 @@
 #   PRECISION=auto|fp32|bf16  training's arithmetic: auto (default) trains in bf16 (fairseq's
 #                    --bf16: bfloat16 products, float32 weights) on a CPU with bfloat16 units
 #                    (AMX-BF16 or AVX-512 BF16), else in fp32; translating is float32 either way
+#   FCONV_ALLOCATOR=auto|tcmalloc|reuse|system  fairseq-train's memory: auto (default) starts it
+#                    with tcmalloc preloaded where installed (faster), else glibc's heap kept
 #   WORK_DIR=D       where everything goes (default runs/<date-time> beside this script);
 #                    a WORK_DIR that exists and is not empty is refused, never wiped
 set -euo pipefail
