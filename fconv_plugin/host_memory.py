@@ -150,12 +150,13 @@ def describe() -> str:
     """What fairseq-train on the CPU does with freed memory here, for fconv-info: found by making
     the setting in this process (fconv-info's own, which ends right after), as training would."""
     try:
-        library = tcmalloc_installed()
-        if setting() == "tcmalloc" and library and not tcmalloc_serves():  # fconv-info itself is started without it
-            return f"fairseq-train on the CPU: {SWITCH}=tcmalloc: tcmalloc where started with LD_PRELOAD={library} (the examples do)"
-        said = keep_freed_memory()
-        missing = setting() == "auto" and not tcmalloc_serves() and tcmalloc_installed() is None
-        return f"fairseq-train on the CPU: {said}" + (f"; faster: tcmalloc ({TCMALLOC_PACKAGE}), not installed" if missing else "")
+        chosen, library, serves = setting(), tcmalloc_installed(), tcmalloc_serves()
+        if chosen == "tcmalloc" and library and not serves:  # fconv-info itself is started without it
+            return (f"fairseq-train on the CPU: {SWITCH}=tcmalloc: tcmalloc where started with LD_PRELOAD={library} "
+                    "(the examples do)")
+        missing = chosen == "auto" and not serves and library is None
+        return (f"fairseq-train on the CPU: {keep_freed_memory()}"
+                + (f"; faster: tcmalloc ({TCMALLOC_PACKAGE}), not installed" if missing else ""))
     except FConvError as refusal:
         return f"refused: {refusal}"
 
