@@ -103,6 +103,13 @@ def glibc() -> Optional[ctypes.CDLL]:
 
 KEPT = "freed memory is kept for reuse"  # how keep_freed_memory's words begin where the setting took
 SERVED = "tcmalloc serves this process (preloaded): freed memory is reused by size, nothing to set"
+_glibc_heap_kept = False  # glibc took this process's thresholds (``_keep_glibc_heap``): mallopt's cannot be read back
+
+
+def keeps_freed_memory() -> bool:
+    """Whether this process keeps freed memory for reuse: tcmalloc serves it, or ``keep_freed_memory()``
+    raised glibc's thresholds in it (what took, not what was asked)."""
+    return tcmalloc_serves() or _glibc_heap_kept
 
 
 def keep_freed_memory() -> str:
@@ -119,18 +126,20 @@ def keep_freed_memory() -> str:
         how = (f"started without it (LD_PRELOAD={library}, as the examples start fairseq-train)" if library
                else f"tcmalloc is not installed (apt-get install {TCMALLOC_PACKAGE})")
         return f"{SWITCH}=tcmalloc, but {how}: {kept}"
-    library = tcmalloc_installed() if chosen == "auto" and kept.startswith(KEPT) else None
+    library = tcmalloc_installed() if chosen == "auto" and _glibc_heap_kept else None
     return f"{kept}; faster: LD_PRELOAD={library} (tcmalloc, installed here)" if library else kept
 
 
 def _keep_glibc_heap() -> str:
     """glibc's two thresholds raised (``mallopt``), in words; what is said where they cannot be."""
+    global _glibc_heap_kept
     libc = glibc()
     if libc is None:
         return "the C library is not glibc: large tensors get new pages at every step (nothing set)"
     for option in (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD):
         if libc.mallopt(ctypes.c_int(option), ctypes.c_int(REUSED_UP_TO)) != 1:
             return "glibc refused the thresholds (mallopt): large tensors get new pages at every step"
+    _glibc_heap_kept = True
     return f"{KEPT} by tensors up to {REUSED_UP_TO >> 20} MB (glibc mallopt; {SWITCH}=system turns this off)"
 
 

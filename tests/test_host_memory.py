@@ -30,7 +30,9 @@ GROWN_BY = 6  # steps: the heap has grown to hold the tensor by then (measured: 
 FAULTS = f"""
 import json, resource, torch
 from fconv_plugin import host_memory
+kept_before = host_memory.keeps_freed_memory()
 said = host_memory.keep_freed_memory()
+kept = [kept_before, host_memory.keeps_freed_memory()]
 faults = []
 for _ in range({STEPS}):  # as training steps: a large tensor made, filled, freed
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -38,7 +40,7 @@ for _ in range({STEPS}):  # as training steps: a large tensor made, filled, free
     tensor.fill_(1.0)
     del tensor
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-print(json.dumps([said, faults]))
+print(json.dumps([said, kept, faults]))
 """
 
 
@@ -58,12 +60,14 @@ def _faults(**env):
 
 @pytest.mark.skipif(host_memory.glibc() is None, reason="not glibc: nothing to set (test_describe covers the words)")
 def test_a_large_tensor_made_again_reuses_the_pages_freed_before():
-    said, kept = _faults()
+    said, keeps, kept = _faults()
     if said.startswith("glibc refused"):
         pytest.skip(f"this glibc refuses the thresholds, and training says so: {said}")
     assert said == KEPT_HERE
-    said_system, system = _faults(FCONV_ALLOCATOR="system")
+    assert keeps == [False, True]  # what fairseq-train's epochs ask before handing free pages back
+    said_system, keeps_system, system = _faults(FCONV_ALLOCATOR="system")
     assert said_system.startswith("FCONV_ALLOCATOR=system: malloc as the C library sets it")
+    assert keeps_system == [False, False]
     # The heap grows the first time, and again while the small allocations made between steps take
     # part of a freed tensor's hole (a 64-byte-aligned 64 MB request then no longer fits it): in 130
     # runs of 12 steps (100 idle, 30 beside a CPU-bound process a core) it grew twice (81) or three
@@ -133,7 +137,9 @@ def test_fconv_info_says_what_fairseq_train_does_here():
 def test_a_c_library_that_is_not_glibc_is_named_and_nothing_is_set(monkeypatch):
     monkeypatch.delenv(host_memory.SWITCH, raising=False)
     monkeypatch.setattr(host_memory, "glibc", lambda: None)  # a musl or macOS host
+    monkeypatch.setattr(host_memory, "_glibc_heap_kept", False)  # as in a fresh process (this one may have trained)
     assert host_memory.keep_freed_memory() == NOT_GLIBC
+    assert host_memory.keeps_freed_memory() is False
 
 
 @pytest.mark.slow
@@ -197,6 +203,7 @@ import json, resource, torch
 from fconv_plugin import host_memory
 def resident_mb():
     return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) // 1024
+kept_before = host_memory.keeps_freed_memory()  # tcmalloc keeps it from the start, nothing asked
 said = host_memory.keep_freed_memory()
 faults = []
 for _ in range(%d):  # as training steps: a large tensor made, filled, freed
@@ -207,7 +214,7 @@ for _ in range(%d):  # as training steps: a large tensor made, filled, freed
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 kept = resident_mb()
 returned = host_memory.return_freed_memory()
-print(json.dumps([host_memory.tcmalloc_serves(), said, faults, kept, resident_mb(), returned]))
+print(json.dumps([host_memory.tcmalloc_serves(), kept_before, said, faults, kept, resident_mb(), returned]))
 """ % STEPS
 
 
@@ -218,14 +225,14 @@ def test_tcmalloc_preloaded_is_found_reuses_a_large_tensors_pages_and_gives_them
                                 check=True, env=_clean_environment(**env))
         return json.loads(result.stdout.splitlines()[-1])
 
-    serves, said, faults, kept, after, returned = child(LD_PRELOAD=TCMALLOC)
-    assert (serves, said, returned) == (True, SERVED, True)
+    serves, kept_before, said, faults, kept, after, returned = child(LD_PRELOAD=TCMALLOC)
+    assert (serves, kept_before, said, returned) == (True, True, SERVED, True)
     steady = max(faults[GROWN_BY:])
     assert faults[0] > 10 * max(steady, 1), faults  # the first time, the tensor's pages fault in (4 KB or huge ones)
     assert steady < PAGES * 0.05, faults  # then a step's tensor gets the pages the last one freed
     assert kept - after >= 40, (kept, after)  # the freed 64 MB were resident until tcmalloc was asked to release them
-    glibc_serves, glibc_said, *_ = child()
-    assert glibc_serves is False and glibc_said != SERVED
+    glibc_serves, glibc_kept_before, glibc_said, *_ = child()
+    assert glibc_serves is False and glibc_kept_before is False and glibc_said != SERVED
 
 
 def test_the_examples_preload_tcmalloc_where_installed_unless_told_otherwise(monkeypatch):

@@ -22,10 +22,8 @@ def _keeping_freed_memory(trainer_init):
     def __init__(self, cfg, task, model, criterion, *args, **kwargs):
         if (running_cli_module("fairseq_cli.train") is not None and precision.on_the_cpu(cfg.common.cpu)
                 and hasattr(model, "compute_in_")):
-            said = host_memory.keep_freed_memory()
-            logger.info("fconv_plugin: training on the CPU: %s", said)
-            # what took, not what was asked
-            self.fconv_plugin_keeps_freed_memory = host_memory.KEPT in said or said == host_memory.SERVED
+            logger.info("fconv_plugin: training on the CPU: %s", host_memory.keep_freed_memory())
+            self.fconv_plugin_keeps_freed_memory = host_memory.keeps_freed_memory()  # what took, not what was asked
         trainer_init(self, cfg, task, model, criterion, *args, **kwargs)
 
     return __init__
