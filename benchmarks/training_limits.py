@@ -19,6 +19,12 @@ For one architecture (random weights, bench_fconv.py's training batch, 2 threads
    logits (``benchmarks/fused_log_softmax.cpp``, compiled here for this CPU) against torch's,
    taking turns: what a second form of the loss path would pay end to end.
 
+``--pace [SECONDS]`` measures instead how steady this machine's own speed is over minutes (part 8): the
+same step on the same batch (``--bf16``: the mixed-precision one), over and over for SECONDS (default
+480), timed in 10-second windows; the fastest, median and slowest window, and the first minute's
+median against the rest's. A ``MINUTES=`` run's speed probe times seconds of training and the run
+lasts minutes: where the machine's pace moves, the probe's expectation moves with it.
+
 ``--kernels`` adds part 0: which library kernel runs each matrix product of the step, and its
 share, read from the libraries' own logs in a child process (``ONEDNN_VERBOSE=1`` names
 oneDNN's implementation and ISA, e.g. ``brg_matmul:avx512_core_amx``; ``MKL_VERBOSE=1`` names
@@ -46,6 +52,7 @@ zero fills, the rest), float32 and bfloat16 side by side, parts 2-4 and 6 run in
     .venv/bin/python benchmarks/training_limits.py --tcmalloc [RUN] [--updates 600] [--repeats 2]
     .venv/bin/python benchmarks/training_limits.py --dropout [RUN] [--updates 120] [--repeats 2]
     .venv/bin/python benchmarks/training_limits.py --precision [RUN] [--updates 120] [--repeats 2]
+    .venv/bin/python benchmarks/training_limits.py --pace [SECONDS] [--bf16] [--train-batch 100 30]
     .venv/bin/python benchmarks/training_limits.py --quick    # parts 1-3 and 6 at few repetitions: checks that they run
 """
 
@@ -535,6 +542,31 @@ def fairseq_train_turns(run: Path, updates: int, repeats: int, comparison: Compa
                   f"peak resident memory {peak[before]:.0f} -> {peak[after]:.0f} MB ({peak[after] / peak[before]:.2f}x)")
 
 
+PACE_WINDOW = 10.0  # seconds a window of part 8 (--pace) lasts
+
+
+def machine_pace(model, batch, seconds: float, window: float = PACE_WINDOW) -> None:
+    """Part 8 (``--pace``): the same training step on the same batch, over and over for ``seconds``,
+    timed in windows: the machine's own pace over minutes, which a speed probe of seconds cannot foresee."""
+    b.training_step(model, *batch)  # the first call's allocations, untimed
+    windows, started = [], time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        opened, steps = time.perf_counter(), 0
+        while steps == 0 or time.perf_counter() - opened < window:
+            b.training_step(model, *batch)
+            steps += 1
+        windows.append(((time.perf_counter() - opened) / steps * 1e3, time.perf_counter() - started))
+    step_ms = [ms for ms, _ in windows]
+    first_minute = [ms for ms, ended in windows if ended <= 60.0] or step_ms[:1]
+    rest = [ms for ms, ended in windows if ended > 60.0]
+    print(f"8. the machine's pace: the same step, {len(windows)} windows of {window:.0f} s over {seconds:.0f} s, ms a step: "
+          + " ".join(f"{ms:.0f}" for ms in step_ms))
+    print(f"   fastest {min(step_ms):.1f}, median {statistics.median(step_ms):.1f}, slowest {max(step_ms):.1f} "
+          f"({max(step_ms) / min(step_ms):.2f}x the fastest); the first minute's median {statistics.median(first_minute):.1f}"
+          + (f", the rest's {statistics.median(rest):.1f} ({statistics.median(rest) / statistics.median(first_minute):.3f}x)"
+             if rest else ""))
+
+
 def main(argv=None):
     global REPETITIONS
     parser = harness.arguments(__doc__, run=False)
@@ -554,8 +586,12 @@ def main(argv=None):
                         help="part 5 alone: fairseq-train in float32 and with --bf16, on RUN's data-bin")
     parser.add_argument("--updates", type=int, default=120,
                         help="--allocator, --tcmalloc, --dropout, --precision: fairseq-train's updates per run")
+    parser.add_argument("--pace", nargs="?", type=float, const=480.0, metavar="SECONDS",
+                        help="part 8 alone: the same step timed in 10-second windows for SECONDS (default 480)")
     parser.add_argument("--kernels-child", action="store_true", help=argparse.SUPPRESS)
     args = harness.parse(parser, argv)
+    if args.pace is not None and args.pace <= 0:
+        parser.error("--pace takes the seconds to measure for, above 0")
     if args.bf16:
         try:
             precision.check_cpu_bf16(precision.bf16_units(), "--bf16")  # training's own refusal
@@ -585,6 +621,12 @@ def main(argv=None):
         return
     memory = host_memory.keep_freed_memory()  # as fairseq-train does with the plugin's model on the CPU
     print(f"{args.arch}, batch {sentences} x {length} tokens; {harness.machine()}; training memory: {memory}")
+    if args.pace is not None:
+        if args.bf16:
+            model = b.with_bf16({"plugin": model}, side_by_side=False)["plugin bf16"]
+        # --quick: three windows of a second, to check that it runs
+        machine_pace(model, batch, 3.0 if args.quick else args.pace, 1.0 if args.quick else PACE_WINDOW)
+        return
     if args.kernels:
         kernels_of_the_step(args.arch, args.bf16, args.threads)
     if args.bf16:
