@@ -549,22 +549,28 @@ def machine_pace(model, batch, seconds: float, window: float = PACE_WINDOW) -> N
     """Part 8 (``--pace``): the same training step on the same batch, over and over for ``seconds``,
     timed in windows: the machine's own pace over minutes, which a speed probe of seconds cannot foresee."""
     b.training_step(model, *batch)  # the first call's allocations, untimed
-    windows, started = [], time.perf_counter()
+    step_ms, started = [], time.perf_counter()
     while time.perf_counter() - started < seconds:
         opened, steps = time.perf_counter(), 0
         while steps == 0 or time.perf_counter() - opened < window:
             b.training_step(model, *batch)
             steps += 1
-        windows.append(((time.perf_counter() - opened) / steps * 1e3, time.perf_counter() - started))
-    step_ms = [ms for ms, _ in windows]
-    first_minute = [ms for ms, ended in windows if ended <= 60.0] or step_ms[:1]
-    rest = [ms for ms, ended in windows if ended > 60.0]
-    print(f"8. the machine's pace: the same step, {len(windows)} windows of {window:.0f} s over {seconds:.0f} s, ms a step: "
-          + " ".join(f"{ms:.0f}" for ms in step_ms))
-    print(f"   fastest {min(step_ms):.1f}, median {statistics.median(step_ms):.1f}, slowest {max(step_ms):.1f} "
-          f"({max(step_ms) / min(step_ms):.2f}x the fastest); the first minute's median {statistics.median(first_minute):.1f}"
-          + (f", the rest's {statistics.median(rest):.1f} ({statistics.median(rest) / statistics.median(first_minute):.3f}x)"
-             if rest else ""))
+        step_ms.append((time.perf_counter() - opened) / steps * 1e3)
+    print(f"8. the machine's pace: the same step, {len(step_ms)} windows of {window:.0f} s over "
+          f"{time.perf_counter() - started:.0f} s, ms a step: " + " ".join(f"{ms:.0f}" for ms in step_ms))
+    print("   " + pace_summary(step_ms, window))
+
+
+def pace_summary(step_ms, window: float) -> str:
+    """Part 8's summary of its windows (ms a step each, in order): the fastest, median and slowest, and
+    the first minute's windows (60 s of them) against the rest's."""
+    first = max(1, round(60.0 / window))
+    head, rest = step_ms[:first], step_ms[first:]
+    said = (f"fastest {min(step_ms):.1f}, median {statistics.median(step_ms):.1f}, slowest {max(step_ms):.1f} "
+            f"({max(step_ms) / min(step_ms):.2f}x the fastest); the first minute's median {statistics.median(head):.1f}")
+    if rest:
+        said += f", the rest's {statistics.median(rest):.1f} ({statistics.median(rest) / statistics.median(head):.3f}x)"
+    return said
 
 
 def main(argv=None):
@@ -587,11 +593,18 @@ def main(argv=None):
     parser.add_argument("--updates", type=int, default=120,
                         help="--allocator, --tcmalloc, --dropout, --precision: fairseq-train's updates per run")
     parser.add_argument("--pace", nargs="?", type=float, const=480.0, metavar="SECONDS",
-                        help="part 8 alone: the same step timed in 10-second windows for SECONDS (default 480)")
+                        help="part 8 alone: the same step timed in 10-second windows for SECONDS (default 480; "
+                             "--quick: 3 windows of a second); run it at fairseq-train's --threads")
     parser.add_argument("--kernels-child", action="store_true", help=argparse.SUPPRESS)
     args = harness.parse(parser, argv)
-    if args.pace is not None and args.pace <= 0:
-        parser.error("--pace takes the seconds to measure for, above 0")
+    if args.pace is not None:
+        if not math.isfinite(args.pace) or args.pace < PACE_WINDOW:
+            parser.error(f"--pace takes the seconds to measure for, {PACE_WINDOW:.0f} (one window) or more")
+        alone = [flag for flag, asked in (("--allocator", args.allocator), ("--tcmalloc", args.tcmalloc),
+                                          ("--dropout", args.dropout), ("--precision", args.precision),
+                                          ("--kernels", args.kernels)) if asked]
+        if alone:
+            parser.error(f"--pace runs alone: drop {' and '.join(alone)}, or run them apart")
     if args.bf16:
         try:
             precision.check_cpu_bf16(precision.bf16_units(), "--bf16")  # training's own refusal

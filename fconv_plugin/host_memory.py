@@ -15,7 +15,8 @@ malloc's heap and what a step frees stays there for the next one (once the heap 
 hold it beside the small allocations between steps: two or three steps). The price is memory: the
 process keeps what it freed, so its resident size stays near its peak and grows by what the
 heap's reuse cannot fit (measured in the same benchmark), until ``return_freed_memory()`` hands
-the free pages back as the next epoch begins. A training process wants that; a
+the free pages back as the next epoch begins (where ``keeps_freed_memory()`` says this process keeps
+them). A training process wants that; a
 server may not, so only fairseq-train on the CPU asks for it (``compat/cpu_training_memory``),
 and the examples' speed probe, which measures what fairseq-train will run.
 
@@ -126,7 +127,7 @@ def keep_freed_memory() -> str:
         how = (f"started without it (LD_PRELOAD={library}, as the examples start fairseq-train)" if library
                else f"tcmalloc is not installed (apt-get install {TCMALLOC_PACKAGE})")
         return f"{SWITCH}=tcmalloc, but {how}: {kept}"
-    library = tcmalloc_installed() if chosen == "auto" and _glibc_heap_kept else None
+    library = tcmalloc_installed() if chosen == "auto" and kept.startswith(KEPT) else None
     return f"{kept}; faster: LD_PRELOAD={library} (tcmalloc, installed here)" if library else kept
 
 

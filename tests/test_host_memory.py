@@ -142,6 +142,30 @@ def test_a_c_library_that_is_not_glibc_is_named_and_nothing_is_set(monkeypatch):
     assert host_memory.keeps_freed_memory() is False
 
 
+class _GlibcAnswering:
+    """A glibc whose ``mallopt`` answers ``answer`` (1: took the threshold; 0: refused it)."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def mallopt(self, option, value):
+        return self.answer
+
+
+@pytest.mark.parametrize("answer,keeps", [(1, True), (0, False)])
+def test_the_process_keeps_freed_memory_only_where_glibc_took_the_thresholds(monkeypatch, answer, keeps):
+    monkeypatch.delenv(host_memory.SWITCH, raising=False)
+    monkeypatch.setattr(host_memory, "tcmalloc_serves", lambda: False)
+    monkeypatch.setattr(host_memory, "glibc", lambda: _GlibcAnswering(answer))
+    monkeypatch.setattr(host_memory, "_glibc_heap_kept", False)  # as in a fresh process (this one may have trained)
+    said = host_memory.keep_freed_memory()
+    assert host_memory.keeps_freed_memory() is keeps
+    if keeps:
+        assert said == KEPT_HERE
+    else:  # the refusal alone: no advice to start faster, nothing kept
+        assert said == "glibc refused the thresholds (mallopt): large tensors get new pages at every step"
+
+
 @pytest.mark.slow
 def test_fairseq_train_on_the_cpu_says_it_reuses_freed_memory(word_task):
     _, data_bin = word_task
