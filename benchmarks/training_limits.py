@@ -556,6 +556,7 @@ def machine_pace(model, batch, seconds: float, window: float = PACE_WINDOW) -> N
             b.training_step(model, *batch)
             steps += 1
         step_ms.append((time.perf_counter() - opened) / steps * 1e3)
+        print(f"   window {len(step_ms)}: {step_ms[-1]:.1f} ms a step", file=sys.stderr, flush=True)  # minutes pass
     print(f"8. the machine's pace: the same step, {len(step_ms)} windows of {window:.0f} s over "
           f"{time.perf_counter() - started:.0f} s, ms a step: " + " ".join(f"{ms:.0f}" for ms in step_ms))
     print("   " + pace_summary(step_ms, window))
@@ -594,7 +595,8 @@ def main(argv=None):
                         help="--allocator, --tcmalloc, --dropout, --precision: fairseq-train's updates per run")
     parser.add_argument("--pace", nargs="?", type=float, const=480.0, metavar="SECONDS",
                         help="part 8 alone: the same step timed in 10-second windows for SECONDS (default 480; "
-                             "--quick: 3 windows of a second); run it at fairseq-train's --threads")
+                             "--quick: 3 windows of a second); set --threads to the threads fairseq-train uses "
+                             "(torch's default: one a core)")
     parser.add_argument("--kernels-child", action="store_true", help=argparse.SUPPRESS)
     args = harness.parse(parser, argv)
     if args.pace is not None:

@@ -166,11 +166,25 @@ def test_the_process_keeps_freed_memory_only_where_glibc_took_the_thresholds(mon
         assert said == "glibc refused the thresholds (mallopt): large tensors get new pages at every step"
 
 
+def test_a_refusal_after_an_earlier_setting_took_says_the_refusal_alone_and_the_process_still_keeps(monkeypatch):
+    """Advice to start faster follows this call's own outcome, not the process's earlier one; the
+    thresholds an earlier call set still stand."""
+    monkeypatch.delenv(host_memory.SWITCH, raising=False)
+    monkeypatch.setattr(host_memory, "tcmalloc_serves", lambda: False)
+    monkeypatch.setattr(host_memory, "_glibc_heap_kept", False)
+    monkeypatch.setattr(host_memory, "glibc", lambda: _GlibcAnswering(1))
+    assert host_memory.keep_freed_memory() == KEPT_HERE
+    monkeypatch.setattr(host_memory, "glibc", lambda: _GlibcAnswering(0))
+    assert host_memory.keep_freed_memory() == "glibc refused the thresholds (mallopt): large tensors get new pages at every step"
+    assert host_memory.keeps_freed_memory() is True
+
+
 @pytest.mark.slow
-def test_fairseq_train_on_the_cpu_says_it_reuses_freed_memory(word_task):
+def test_fairseq_train_on_the_cpu_says_it_reuses_freed_memory(word_task, tmp_path):
     _, data_bin = word_task
     result = run_tool("fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, "--cpu", "--optimizer", "adam",
-                      "--lr", "0.001", "--max-tokens", "300", "--max-update", "2", "--no-save", "--disable-validation",
+                      "--lr", "0.001", "--max-tokens", "300", "--max-update", "2", "--no-save", "--save-dir", str(tmp_path),
+                      "--disable-validation",
                       "--log-format", "simple", env=_clean_environment())
     lines = [line for line in (result.stdout + result.stderr).splitlines() if "fconv_plugin: training on the CPU:" in line]
     assert len(lines) == 1, lines
@@ -183,10 +197,11 @@ def test_fairseq_train_on_the_cpu_says_it_reuses_freed_memory(word_task):
 
 @needs_tcmalloc
 @pytest.mark.slow
-def test_fairseq_train_started_with_tcmalloc_says_so_and_trains(word_task):
+def test_fairseq_train_started_with_tcmalloc_says_so_and_trains(word_task, tmp_path):
     _, data_bin = word_task
     result = run_tool("fairseq-train", data_bin, "--user-dir", PLUGIN_DIR, *SMALL_MODEL, "--cpu", "--optimizer", "adam",
-                      "--lr", "0.001", "--max-tokens", "300", "--max-epoch", "2", "--no-save", "--disable-validation",
+                      "--lr", "0.001", "--max-tokens", "300", "--max-epoch", "2", "--no-save", "--save-dir", str(tmp_path),
+                      "--disable-validation",
                       "--log-format", "simple", env=_clean_environment(LD_PRELOAD=TCMALLOC))
     text = result.stdout + result.stderr
     assert [line.split("training on the CPU: ", 1)[1] for line in text.splitlines()

@@ -157,7 +157,7 @@ def test_the_machines_pace_times_the_same_step_in_windows_and_summarises_them():
     step_ms = [int(ms) for ms in windows.group(3).split()]
     # --quick: windows of a second or more (each at least one step) while 3 s have not passed: one to three
     assert 1 <= len(step_ms) == int(windows.group(1)) <= 3 and min(step_ms) > 0
-    assert int(windows.group(2)) >= len(step_ms) - 1
+    assert int(windows.group(2)) >= 3  # the seconds it ran: windows open until 3 s have passed
     fastest, median, slowest = (float(x) for x in re.search(
         r"^   fastest ([\d.]+), median ([\d.]+), slowest ([\d.]+) \(", result.stdout, flags=re.M).groups())
     assert abs(fastest - min(step_ms)) <= 0.5 and abs(slowest - max(step_ms)) <= 0.5 and fastest <= median <= slowest

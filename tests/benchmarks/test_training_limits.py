@@ -18,11 +18,12 @@ def _training_limits():
 
 def test_the_pace_summary_sets_the_first_minutes_windows_against_the_rest():
     pace_summary = _training_limits().pace_summary
-    # windows of 10 s: the first six are the first minute (196 to 235, median 214), the rest 207 and 218 (median 212.5)
-    step_ms = [216, 207, 212, 235, 217, 196, 207, 218]
+    # windows of 10 s: the first six are the first minute (196 to 235, median 214), the rest 230 and 240 (median 235);
+    # all eight: median (216 + 217) / 2; 240 / 196 = 1.224; 235 / 214 = 1.098
+    step_ms = [216, 207, 212, 235, 217, 196, 230, 240]
     assert pace_summary(step_ms, 10.0) == (
-        "fastest 196.0, median 214.0, slowest 235.0 (1.20x the fastest); the first minute's median 214.0, "
-        "the rest's 212.5 (0.993x)")
+        "fastest 196.0, median 216.5, slowest 240.0 (1.22x the fastest); the first minute's median 214.0, "
+        "the rest's 235.0 (1.098x)")
     # windows of a second: all eight fall in the first minute, and there is no rest to set against it
     assert pace_summary(step_ms, 1.0) == (
-        "fastest 196.0, median 214.0, slowest 235.0 (1.20x the fastest); the first minute's median 214.0")
+        "fastest 196.0, median 216.5, slowest 240.0 (1.22x the fastest); the first minute's median 216.5")
