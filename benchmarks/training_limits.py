@@ -599,12 +599,13 @@ def main(argv=None):
                              "(torch's default: one a core)")
     parser.add_argument("--kernels-child", action="store_true", help=argparse.SUPPRESS)
     args = harness.parse(parser, argv)
+    # part 5's comparisons by their flags: the RUN each was asked for (None: not asked)
+    comparisons = {"--allocator": (args.allocator, ALLOCATOR), "--tcmalloc": (args.tcmalloc, TCMALLOC),
+                   "--dropout": (args.dropout, DROPOUT), "--precision": (args.precision, PRECISION)}
     if args.pace is not None:
         if not math.isfinite(args.pace) or args.pace < PACE_WINDOW:
             parser.error(f"--pace takes the seconds to measure for, {PACE_WINDOW:.0f} (one window) or more")
-        alone = [flag for flag, asked in (("--allocator", args.allocator), ("--tcmalloc", args.tcmalloc),
-                                          ("--dropout", args.dropout), ("--precision", args.precision),
-                                          ("--kernels", args.kernels)) if asked]
+        alone = [flag for flag, (asked, _) in comparisons.items() if asked] + (["--kernels"] if args.kernels else [])
         if alone:
             parser.error(f"--pace runs alone: drop {' and '.join(alone)}, or run them apart")
     if args.bf16:
@@ -612,8 +613,7 @@ def main(argv=None):
             precision.check_cpu_bf16(precision.bf16_units(), "--bf16")  # training's own refusal
         except FConvError as refusal:
             parser.error(str(refusal))
-    comparisons = ((args.allocator, ALLOCATOR), (args.tcmalloc, TCMALLOC), (args.dropout, DROPOUT), (args.precision, PRECISION))
-    for asked, comparison in comparisons:
+    for asked, comparison in comparisons.values():
         if asked:
             print(harness.machine())
             run = harness.quick_run() if args.quick else Path(asked).resolve()

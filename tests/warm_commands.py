@@ -34,6 +34,7 @@ preloaded, and each shim asks the warm process whose ``LD_PRELOAD`` is its own
 (``_socket_for``).
 """
 
+import hashlib
 import json
 import os
 import signal
@@ -155,8 +156,6 @@ def run_python_shim(socket_path: str, python: str):
 
 def _socket_for(socket_path: str, preload: str) -> str:
     """The socket of the warm process started with ``LD_PRELOAD=preload`` (none: ``socket_path`` itself)."""
-    import hashlib
-
     if not preload:
         return str(socket_path)
     return f"{socket_path}.{hashlib.sha1(preload.encode()).hexdigest()[:12]}"  # AF_UNIX paths end at 107 bytes
