@@ -15,9 +15,11 @@ For one architecture (random weights, bench_fconv.py's training batch, 2 threads
    each of its passes timed on its own (the cast, the log-softmax, the loss, their
    backwards), and the whole path in three forms taking turns: torch's (what runs), in row
    chunks that keep the float32 rows in cache, and under torch.compile (not with --quick);
-7. (``--bf16``) the whole step with that path fused, one compiled pass each way from the bfloat16
-   logits (``benchmarks/fused_log_softmax.cpp``, compiled here for this CPU) against torch's,
-   taking turns: what a second form of the loss path would pay end to end.
+7. (``--bf16``) the whole step with Adam's update, that path in three forms taking turns: torch's,
+   the log-softmax in one compiled pass each way from the bfloat16 logits
+   (``benchmarks/fused_log_softmax.cpp``, compiled here for this CPU), and the whole label-smoothed
+   loss with its gradient in one compiled pass (``benchmarks/fused_label_smoothed_loss.cpp``, built
+   as the plugin's loops are): what a second form of the loss path would pay end to end.
 
 ``--pace [SECONDS]`` measures instead how steady this machine's own speed is over minutes (part 8): the
 same step on the same batch (``--bf16``: the mixed-precision one), over and over for SECONDS (default
@@ -47,7 +49,7 @@ does the same in bfloat16 for its dropout's draws: torch's (``FCONV_DROPOUT=torc
 step's self time by part (products, dropout, log-softmax, copies and casts, weight norm,
 zero fills, the rest), float32 and bfloat16 side by side, parts 2-4 and 6 run in bfloat16, and part 7 is added.
 
-    .venv/bin/python benchmarks/training_limits.py [--arch fconv_iwslt_de_en] [--bf16] [--kernels]
+    .venv/bin/python benchmarks/training_limits.py [--arch fconv_iwslt_de_en] [--bf16] [--kernels] [--vocabulary WORDS]
     .venv/bin/python benchmarks/training_limits.py --allocator [RUN] [--updates 120] [--repeats 2]
     .venv/bin/python benchmarks/training_limits.py --tcmalloc [RUN] [--updates 600] [--repeats 2]
     .venv/bin/python benchmarks/training_limits.py --dropout [RUN] [--updates 120] [--repeats 2]
@@ -175,7 +177,7 @@ def kernel_census(log: str):
     return kernels, step_ms, isa
 
 
-def kernels_of_the_step(arch: str, bf16: bool, threads: int) -> None:
+def kernels_of_the_step(arch: str, bf16: bool, threads: int, vocabulary: Optional[int] = None) -> None:
     """Part 0: the library kernels of the step's products, float32 (and bfloat16), their share."""
     import os
     import subprocess
@@ -184,7 +186,8 @@ def kernels_of_the_step(arch: str, bf16: bool, threads: int) -> None:
         env = {**os.environ, "ONEDNN_VERBOSE": "1", "MKL_VERBOSE": "1"}
         child = subprocess.run([sys.executable, __file__, "--kernels-child", "--arch", arch, "--threads", str(threads),
                                 "--train-batch", *map(str, b.TRAIN_BATCH)]
-                               + (["--bf16"] if mixed else []), capture_output=True, text=True, env=env)
+                               + (["--bf16"] if mixed else []) + (["--vocabulary", str(vocabulary)] if vocabulary else []),
+                               capture_output=True, text=True, env=env)
         if child.returncode != 0:
             raise SystemExit(f"the kernels' child process failed:\n{child.stderr[-3000:]}")
         kernels, step_ms, isa = kernel_census(child.stdout)
@@ -360,21 +363,28 @@ def loss_over_the_vocabulary(model, batch, repetitions, compile_too=True):
           + ", ".join(f"{n} {t:.1f} ms ({reference / t:.2f}x)" for n, t in times.items()))
 
 
-def fused_log_softmax():
-    """Part 7's candidate: benchmarks/fused_log_softmax.cpp compiled here by the compiled loops' build, with
-    -march=native besides (the loops are built for any CPU of their class: this is the candidate's best case), as
-    an autograd function of bfloat16 logits giving float32 log-probabilities."""
+def compiled_candidate(name: str, flags=()):
+    """A part-7 candidate, ``benchmarks/<name>.cpp``, compiled here by the compiled loops' build (their flags,
+    OpenMP, and ``flags``) and loaded."""
     import importlib.util
     import tempfile
 
     from fconv_plugin.native.build import OPENMP, compile_extension
 
     with tempfile.TemporaryDirectory() as scratch:  # the module stays loaded once its file is gone
-        built = compile_extension("fused_log_softmax", str(Path(__file__).resolve().parent / "fused_log_softmax.cpp"),
-                                  OPENMP + ["-march=native"], scratch)
-        spec = importlib.util.spec_from_file_location("fused_log_softmax", built)
+        built = compile_extension(name, str(Path(__file__).resolve().parent / f"{name}.cpp"), OPENMP + list(flags),
+                                  scratch)
+        spec = importlib.util.spec_from_file_location(name, built)
         kernels = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(kernels)
+    return kernels
+
+
+def fused_log_softmax():
+    """Part 7's first candidate: benchmarks/fused_log_softmax.cpp with -march=native besides the loops' flags
+    (the loops are built for any CPU of their class: this is the candidate's best case), as an autograd
+    function of bfloat16 logits giving float32 log-probabilities."""
+    kernels = compiled_candidate("fused_log_softmax", ["-march=native"])
 
     class FusedLogSoftmax(torch.autograd.Function):
         @staticmethod
@@ -391,44 +401,80 @@ def fused_log_softmax():
     return FusedLogSoftmax.apply
 
 
+NO_PADDING = -1  # the ignore_index the fused loss is given: the bench's batch has no padding, fairseq's call none
+
+
+def fused_label_smoothed_loss():
+    """Part 7's second candidate: benchmarks/fused_label_smoothed_loss.cpp with the loops' flags alone (the form
+    the plugin would ship), as an autograd function of bfloat16 logits and targets giving fairseq's label-smoothed
+    loss; its gradient comes from the forward pass, where the kernel computes it beside the loss."""
+    kernels = compiled_candidate("fused_label_smoothed_loss")
+
+    class FusedLabelSmoothedLoss(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, logits, target, epsilon):
+            sums, gradient = kernels.label_smoothed_loss(logits.reshape(-1, logits.size(-1)).contiguous(),
+                                                         target.reshape(-1).contiguous(), epsilon, NO_PADDING, True)
+            ctx.save_for_backward(gradient)
+            ctx.logits_shape = logits.shape
+            return sums[0].float()
+
+        @staticmethod
+        def backward(ctx, grad):
+            (gradient,) = ctx.saved_tensors
+            if not bool(grad == 1):  # a scaled loss; fairseq-train's bfloat16 on the CPU scales none
+                gradient = (gradient.float() * grad).to(gradient.dtype)
+            return gradient.view(ctx.logits_shape), None, None
+
+    return lambda logits, target, epsilon=0.1: FusedLabelSmoothedLoss.apply(logits, target, epsilon)
+
+
 def step_with_the_fused_loss_path(model, batch, repetitions):
-    """Part 7 (bfloat16): the whole training step with fairseq's label-smoothed loss, the log-softmax over the
-    vocabulary torch's (cast, log-softmax, its backward, cast back) or one compiled pass each way, taking turns:
-    what a second form of the loss path would pay end to end (the bar: 10%)."""
+    """Part 7 (bfloat16): the whole training step (forward, backward and Adam's update, as fairseq-train takes it)
+    with fairseq's label-smoothed loss in three forms, taking turns: torch's (cast, log-softmax, the loss, their
+    backwards, cast back), the log-softmax in one compiled pass each way, and the whole loss and its gradient in
+    one compiled pass: what a second form of the loss path would pay end to end (the bar: 10%)."""
     sample, prev, target = batch
     try:
-        fused_form = fused_log_softmax()
+        log_softmax_fused, loss_fused = fused_log_softmax(), fused_label_smoothed_loss()
     except Exception as error:  # no compiler, or one without OpenMP (at::parallel_for would run on one thread)
         lines = [line for line in str(error).splitlines() if line.strip()]
-        print(f"7. not run: benchmarks/fused_log_softmax.cpp did not compile here ({type(error).__name__}: "
+        print(f"7. not run: part 7's candidates did not compile here ({type(error).__name__}: "
               f"{lines[0] if lines else ''}); the loops' build needs a C++ compiler with OpenMP")
         return
-    forms = {"torch's": lambda logits: torch.log_softmax(logits.float(), -1), "fused": fused_form}
+    losses = {"torch's": lambda logits: label_smoothed_loss(torch.log_softmax(logits.float(), -1), target),
+              "log-softmax fused": lambda logits: label_smoothed_loss(log_softmax_fused(logits), target),
+              "loss fused": lambda logits: loss_fused(logits, target)}
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-9)  # fairseq-train's update; the weights barely move
 
-    def step(form):
+    def step(loss):
         model.zero_grad(set_to_none=True)
-        logits = model(sample["src_tokens"], sample["src_lengths"], prev)[0]
-        label_smoothed_loss(form(logits), target).backward()
+        loss(model(sample["src_tokens"], sample["src_lengths"], prev)[0]).backward()
+        optimizer.step()
 
     with torch.no_grad():
         logits = model(sample["src_tokens"], sample["src_lengths"], prev)[0]
-    gradients, losses = {}, {}
-    for name, form in forms.items():
+    gradients, values = {}, {}
+    for name, loss in losses.items():
         leaf = logits.detach().requires_grad_()
-        loss = label_smoothed_loss(form(leaf), target)
-        loss.backward()
-        gradients[name], losses[name] = leaf.grad.float(), loss.item()
-    gap = (gradients["fused"] - gradients["torch's"]).abs().max() / gradients["torch's"].abs().max()
-    if gap > 0.01 or abs(losses["fused"] - losses["torch's"]) > 1e-5 * abs(losses["torch's"]):
-        raise SystemExit(f"7. the fused log-softmax's loss or gradient is not torch's (losses {losses}; gradient "
-                         f"{gap:.1%} of the largest away): no candidate")
+        value = loss(leaf)
+        value.backward()
+        gradients[name], values[name] = leaf.grad.float(), value.item()
+    gaps = {}
+    for name in ("log-softmax fused", "loss fused"):
+        gaps[name] = ((gradients[name] - gradients["torch's"]).abs().max() / gradients["torch's"].abs().max()).item()
+        if gaps[name] > 0.01 or abs(values[name] - values["torch's"]) > 1e-5 * abs(values["torch's"]):
+            raise SystemExit(f"7. the {name} form's loss or gradient is not torch's (losses {values}; gradient "
+                             f"{gaps[name]:.1%} of the largest away): no candidate")
     times = {name: statistics.median(seconds) * 1e3 for name, seconds in
-             harness.take_turns({name: (lambda form=form: step(form)) for name, form in forms.items()},
+             harness.take_turns({name: (lambda loss=loss: step(loss)) for name, loss in losses.items()},
                                 max(repetitions, 4)).items()}
-    reference, fused = times["torch's"], times["fused"]
-    print(f"7. the training step with the log-softmax over the vocabulary fused (benchmarks/fused_log_softmax.cpp; "
-          f"its gradient within {gap:.1e} x the largest of torch's), taking turns: torch's {reference:.1f} ms, "
-          f"fused {fused:.1f} ms ({reference / fused:.3f}x)")
+    reference = times["torch's"]
+    print(f"7. the training step with Adam, the loss over the vocabulary three ways (benchmarks/fused_log_softmax.cpp, "
+          f"benchmarks/fused_label_smoothed_loss.cpp; gradients within {max(gaps.values()):.1e} x the largest of "
+          f"torch's), taking turns: torch's {reference:.1f} ms, log-softmax fused {times['log-softmax fused']:.1f} ms "
+          f"({reference / times['log-softmax fused']:.3f}x), loss fused {times['loss fused']:.1f} ms "
+          f"({reference / times['loss fused']:.3f}x)")
 
 
 TRAIN_RUN = """
@@ -583,6 +629,9 @@ def main(argv=None):
     parser.add_argument("--kernels", action="store_true", help="part 0: the library kernels of each product")
     parser.add_argument("--train-batch", nargs=2, type=int, metavar=("SENTENCES", "TOKENS"), default=list(b.TRAIN_BATCH),
                         help="the step's batch (default bench_fconv.py's; 100 30 is about fairseq-train's --max-tokens 3000)")
+    parser.add_argument("--vocabulary", type=int, default=None, metavar="WORDS",
+                        help="the target vocabulary the step's logits run over (default bench_fconv.py's for the arch; "
+                             "the quickstart's is about 4,600)")
     parser.add_argument("--allocator", nargs="?", const=str(harness.LATEST), metavar="RUN",
                         help="part 5 alone: fairseq-train with and without the reuse of freed memory, on RUN's data-bin")
     parser.add_argument("--tcmalloc", nargs="?", const=str(harness.LATEST), metavar="RUN",
@@ -623,7 +672,7 @@ def main(argv=None):
     b.TRAIN_BATCH = tuple(args.train_batch)  # every part measures at this batch
     if args.quick:
         REPETITIONS = 2
-    task = b.make_task(args.arch)
+    task = b.make_task(args.arch, args.vocabulary)
     model = b.build_models(args.arch, task)["plugin"]
     model.train()
     batch = b.training_batch(task)
@@ -635,7 +684,8 @@ def main(argv=None):
         log_kernels(b.with_bf16({"plugin": model}, side_by_side=False)["plugin bf16"] if args.bf16 else model, batch)
         return
     memory = host_memory.keep_freed_memory()  # as fairseq-train does with the plugin's model on the CPU
-    print(f"{args.arch}, batch {sentences} x {length} tokens; {harness.machine()}; training memory: {memory}")
+    print(f"{args.arch}, batch {sentences} x {length} tokens, {len(task.target_dictionary)} target words; "
+          f"{harness.machine()}; training memory: {memory}")
     if args.pace is not None:
         if args.bf16:
             model = b.with_bf16({"plugin": model}, side_by_side=False)["plugin bf16"]
@@ -643,7 +693,7 @@ def main(argv=None):
         machine_pace(model, batch, 3.0 if args.quick else args.pace, 1.0 if args.quick else PACE_WINDOW)
         return
     if args.kernels:
-        kernels_of_the_step(args.arch, args.bf16, args.threads)
+        kernels_of_the_step(args.arch, args.bf16, args.threads, args.vocabulary)
     if args.bf16:
         mixed = b.with_bf16({"plugin": model}, side_by_side=False)["plugin bf16"]  # bench_fconv's mixed-precision copy
         profile_by_part({"float32": model, "bfloat16": mixed}, batch)
