@@ -1,10 +1,11 @@
-// training_limits.py part 7's second candidate, compiled by the benchmark with the compiled loops' own
-// flags (the form the plugin would ship: one copy of the row's arithmetic per vector width, chosen at
-// load): fairseq's label-smoothed cross-entropy of bfloat16 logits (rows x vocabulary) and its
-// gradient, in one pass over each row, against torch's six passes over float32 copies (the cast,
-// the log-softmax, the target's gather and the smoothing's sum, their gradients, the cast back).
-// Label smoothing: Szegedy et al. 2016, the loss Gehring et al. 2017 train with (section 5.1). Not
-// part of the plugin: it measures whether a compiled criterion would pay 10% of the training step.
+// training_limits.py part 7's second candidate, compiled by the benchmark with the compiled loops'
+// own flags (the form the plugin would ship; one copy of the row's arithmetic per vector width,
+// chosen at load, where GCC 12 or later builds it for glibc): fairseq's label-smoothed
+// cross-entropy of bfloat16 logits (rows x vocabulary) and its gradient, in one pass over each row,
+// against torch's six passes over float32 copies (the cast, the log-softmax, the target's gather and
+// the smoothing's sum, their gradients, the cast back). Label smoothing: Szegedy et al. 2016, the
+// loss Gehring et al. 2017 train with (section 5.1). Not part of the plugin: it measures whether a
+// compiled criterion would pay 10% of the training step.
 //
 // For a row with target t over V words, lse = log sum_j exp(x_j), eps_i = epsilon / (V - 1):
 //   nll    = lse - x_t
@@ -24,8 +25,9 @@
 #include <vector>
 
 // one copy of the row's arithmetic per vector width, chosen when the module loads (GCC's function
-// multi-versioning): the loops' build targets any x86-64, whose vectors are four floats wide
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+// multi-versioning, with these names from GCC 12; the resolver needs glibc's ifunc): the loops' flags
+// target any x86-64, whose vectors are four floats wide, which is what other compilers build
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__GLIBC__)
 #define FCONV_VECTOR_WIDTHS __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define FCONV_VECTOR_WIDTHS

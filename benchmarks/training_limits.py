@@ -95,6 +95,7 @@ PARTS = {
 
 
 REPETITIONS = 20
+MIN_VOCABULARY = 5  # --vocabulary: fairseq's 4 special symbols and at least one word
 PROFILED_STEPS = 3  # the training steps a profile averages over
 
 
@@ -401,7 +402,8 @@ def fused_log_softmax():
     return FusedLogSoftmax.apply
 
 
-NO_PADDING = -1  # the ignore_index the fused loss is given: the bench's batch has no padding, fairseq's call none
+NO_PADDING = -1  # the ignore_index the fused loss is given: the bench's targets are never padding (part 7 calls
+# fairseq's label_smoothed_nll_loss without one; fairseq-train's criterion passes its padding index)
 
 
 def fused_label_smoothed_loss():
@@ -414,8 +416,9 @@ def fused_label_smoothed_loss():
         @staticmethod
         def forward(ctx, logits, target, epsilon):
             sums, gradient = kernels.label_smoothed_loss(logits.reshape(-1, logits.size(-1)).contiguous(),
-                                                         target.reshape(-1).contiguous(), epsilon, NO_PADDING, True)
-            ctx.save_for_backward(gradient)
+                                                         target.reshape(-1).contiguous(), epsilon, NO_PADDING,
+                                                         ctx.needs_input_grad[0])
+            ctx.save_for_backward(gradient)  # None where no gradient was asked for
             ctx.logits_shape = logits.shape
             return sums[0].float()
 
@@ -435,16 +438,22 @@ def step_with_the_fused_loss_path(model, batch, repetitions):
     backwards, cast back), the log-softmax in one compiled pass each way, and the whole loss and its gradient in
     one compiled pass: what a second form of the loss path would pay end to end (the bar: 10%)."""
     sample, prev, target = batch
-    try:
-        log_softmax_fused, loss_fused = fused_log_softmax(), fused_label_smoothed_loss()
-    except Exception as error:  # no compiler, or one without OpenMP (at::parallel_for would run on one thread)
-        lines = [line for line in str(error).splitlines() if line.strip()]
-        print(f"7. not run: part 7's candidates did not compile here ({type(error).__name__}: "
-              f"{lines[0] if lines else ''}); the loops' build needs a C++ compiler with OpenMP")
-        return
-    losses = {"torch's": lambda logits: label_smoothed_loss(torch.log_softmax(logits.float(), -1), target),
-              "log-softmax fused": lambda logits: label_smoothed_loss(log_softmax_fused(logits), target),
-              "loss fused": lambda logits: loss_fused(logits, target)}
+    losses = {"torch's": lambda logits: label_smoothed_loss(torch.log_softmax(logits.float(), -1), target)}
+    candidates = {  # name: its source, how it is built, the loss its form gives
+        "log-softmax fused": ("fused_log_softmax.cpp", fused_log_softmax,
+                              lambda form: lambda logits: label_smoothed_loss(form(logits), target)),
+        "loss fused": ("fused_label_smoothed_loss.cpp", fused_label_smoothed_loss,
+                       lambda form: lambda logits: form(logits, target)),
+    }
+    for name, (source, build, loss_of) in candidates.items():
+        try:
+            form = build()
+        except Exception as error:  # no compiler, or one without OpenMP (at::parallel_for would run on one thread)
+            lines = [line for line in str(error).splitlines() if line.strip()]
+            print(f"7. not run: benchmarks/{source} did not compile here ({type(error).__name__}: "
+                  f"{lines[0] if lines else ''}); the candidates need a C++ compiler with OpenMP")
+            return
+        losses[name] = loss_of(form)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-9)  # fairseq-train's update; the weights barely move
 
     def step(loss):
@@ -466,6 +475,8 @@ def step_with_the_fused_loss_path(model, batch, repetitions):
         if gaps[name] > 0.01 or abs(values[name] - values["torch's"]) > 1e-5 * abs(values["torch's"]):
             raise SystemExit(f"7. the {name} form's loss or gradient is not torch's (losses {values}; gradient "
                              f"{gaps[name]:.1%} of the largest away): no candidate")
+    for loss in losses.values():  # untimed: Adam's state, each form's first allocations
+        step(loss)
     times = {name: statistics.median(seconds) * 1e3 for name, seconds in
              harness.take_turns({name: (lambda loss=loss: step(loss)) for name, loss in losses.items()},
                                 max(repetitions, 4)).items()}
@@ -630,8 +641,8 @@ def main(argv=None):
     parser.add_argument("--train-batch", nargs=2, type=int, metavar=("SENTENCES", "TOKENS"), default=list(b.TRAIN_BATCH),
                         help="the step's batch (default bench_fconv.py's; 100 30 is about fairseq-train's --max-tokens 3000)")
     parser.add_argument("--vocabulary", type=int, default=None, metavar="WORDS",
-                        help="the target vocabulary the step's logits run over (default bench_fconv.py's for the arch; "
-                             "the quickstart's is about 4,600)")
+                        help="the source and target vocabularies: the logits' width (default bench_fconv.py's for the "
+                             "arch; the quickstart's target side is about 4,600)")
     parser.add_argument("--allocator", nargs="?", const=str(harness.LATEST), metavar="RUN",
                         help="part 5 alone: fairseq-train with and without the reuse of freed memory, on RUN's data-bin")
     parser.add_argument("--tcmalloc", nargs="?", const=str(harness.LATEST), metavar="RUN",
@@ -651,6 +662,9 @@ def main(argv=None):
     # part 5's comparisons by their flags: the RUN each was asked for (None: not asked)
     comparisons = {"--allocator": (args.allocator, ALLOCATOR), "--tcmalloc": (args.tcmalloc, TCMALLOC),
                    "--dropout": (args.dropout, DROPOUT), "--precision": (args.precision, PRECISION)}
+    if args.vocabulary is not None and args.vocabulary < MIN_VOCABULARY:
+        parser.error(f"--vocabulary takes {MIN_VOCABULARY} words or more (fairseq's dictionary holds 4 special symbols, "
+                     f"and the batch draws its words from the rest)")
     if args.pace is not None:
         if not math.isfinite(args.pace) or args.pace < PACE_WINDOW:
             parser.error(f"--pace takes the seconds to measure for, {PACE_WINDOW:.0f} (one window) or more")

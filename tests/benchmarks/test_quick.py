@@ -92,6 +92,15 @@ def test_the_bf16_profile_runs_where_the_cpu_has_the_units_and_is_refused_in_one
     assert shares and 0 < shares[-1] <= 100 and sum(shares[:-1]) <= shares[-1] + 0.1 * len(shares)  # the largest 8, all
 
 
+def test_a_vocabulary_without_words_is_refused_in_one_line():
+    result = subprocess.run([str(warm_commands.bin_dir() / "python"), str(ROOT / "benchmarks" / "training_limits.py"),
+                             "--vocabulary", "4"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        "--vocabulary takes 5 words or more (fairseq's dictionary holds 4 special symbols, and the batch draws its "
+        "words from the rest)"), result.stderr
+
+
 def test_the_float32_accumulation_patch_still_applies_as_docs_performance_md_says():
     """docs/performance.md decides float32 accumulation by runs with this patch applied; it must
     still apply to the model, or the page's command no longer reruns them."""
