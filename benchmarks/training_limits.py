@@ -19,7 +19,7 @@ For one architecture (random weights, bench_fconv.py's training batch, 2 threads
    the log-softmax in one compiled pass each way from the bfloat16 logits
    (``benchmarks/fused_log_softmax.cpp``, compiled here for this CPU), and the whole label-smoothed
    loss with its gradient in one compiled pass (``benchmarks/fused_label_smoothed_loss.cpp``, built
-   as the plugin's loops are): what a second form of the loss path would pay end to end.
+   with the loops' flags): what a second form of the loss path would pay end to end.
 
 ``--pace [SECONDS]`` measures instead how steady this machine's own speed is over minutes (part 8): the
 same step on the same batch (``--bf16``: the mixed-precision one), over and over for SECONDS (default
@@ -662,6 +662,10 @@ def main(argv=None):
     # part 5's comparisons by their flags: the RUN each was asked for (None: not asked)
     comparisons = {"--allocator": (args.allocator, ALLOCATOR), "--tcmalloc": (args.tcmalloc, TCMALLOC),
                    "--dropout": (args.dropout, DROPOUT), "--precision": (args.precision, PRECISION)}
+    asked_comparisons = [flag for flag, (asked, _) in comparisons.items() if asked]
+    if args.vocabulary is not None and asked_comparisons:
+        parser.error(f"--vocabulary sets the step's batch of parts 0-7; {asked_comparisons[0]} trains on a run's "
+                     f"data-bin, whose dictionary decides: drop --vocabulary")
     if args.vocabulary is not None and args.vocabulary < MIN_VOCABULARY:
         parser.error(f"--vocabulary takes {MIN_VOCABULARY} words or more (fairseq's dictionary holds 4 special symbols, "
                      f"and the batch draws its words from the rest)")

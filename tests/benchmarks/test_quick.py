@@ -92,13 +92,15 @@ def test_the_bf16_profile_runs_where_the_cpu_has_the_units_and_is_refused_in_one
     assert shares and 0 < shares[-1] <= 100 and sum(shares[:-1]) <= shares[-1] + 0.1 * len(shares)  # the largest 8, all
 
 
-def test_a_vocabulary_without_words_is_refused_in_one_line():
-    result = subprocess.run([str(warm_commands.bin_dir() / "python"), str(ROOT / "benchmarks" / "training_limits.py"),
-                             "--vocabulary", "4"], cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].endswith(
-        "--vocabulary takes 5 words or more (fairseq's dictionary holds 4 special symbols, and the batch draws its "
-        "words from the rest)"), result.stderr
+def test_a_vocabulary_the_step_cannot_take_is_refused_in_one_line():
+    limits = [str(warm_commands.bin_dir() / "python"), str(ROOT / "benchmarks" / "training_limits.py")]
+    for wrong, said in (
+            (["--vocabulary", "4"], "--vocabulary takes 5 words or more (fairseq's dictionary holds 4 special symbols, "
+                                    "and the batch draws its words from the rest)"),
+            (["--vocabulary", "9000", "--precision"], "--vocabulary sets the step's batch of parts 0-7; --precision "
+                                                      "trains on a run's data-bin, whose dictionary decides: drop --vocabulary")):
+        refused = subprocess.run([*limits, *wrong], cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1].endswith(said), (wrong, refused.stderr)
 
 
 def test_the_float32_accumulation_patch_still_applies_as_docs_performance_md_says():
